@@ -1,0 +1,56 @@
+"""Test harness shared by the unit tests and the notebook tests (nbval).
+
+Importing kernel_lab first chooses the backend: without a GPU it switches Numba's CUDA simulator on
+(the notebook kernels nbval starts inherit that choice through the environment). Each solution
+notebook declares what it needs in its first code cell, ``kl.setup(requires=[...])``; a notebook
+whose needs this machine cannot meet is skipped, with the same sentence the notebook itself would
+print, so the pytest summary says why.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+import kernel_lab  # noqa: F401  (must come before numba.cuda: it picks GPU or simulator)
+from kernel_lab.environment import gpu_info, on_simulator, unmet_requirements
+
+_SETUP_CALL = re.compile(r"setup\(\s*requires\s*=\s*(\[[^\]]*\]|\([^)]*\)|'[^']*'|\"[^\"]*\")")
+
+
+def notebook_requirements(path: Path) -> list[str]:
+    """The ``requires`` list of a notebook's ``kl.setup(...)`` call (empty if it has none)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        m = _SETUP_CALL.search(cell.source)
+        if m:
+            value = ast.literal_eval(m.group(1))
+            return [value] if isinstance(value, str) else list(value)
+    return []
+
+
+def pytest_report_header(config):
+    g = gpu_info()
+    if on_simulator():
+        return "kernel_lab: no GPU found, kernels run in the CUDA simulator (small sizes)"
+    return f"kernel_lab: GPU {g.name}, compute capability {g.compute_capability}, full-size notebooks"
+
+
+def pytest_collection_modifyitems(config, items):
+    reasons: dict[Path, list[str]] = {}
+    for item in items:
+        if type(item).__name__ != "IPyNbCell":
+            continue
+        path = Path(str(item.parent.path))
+        if path not in reasons:
+            reasons[path] = unmet_requirements(notebook_requirements(path), simulator=on_simulator(),
+                                               gpu=gpu_info())
+        if reasons[path]:
+            item.add_marker(pytest.mark.skip(reason=f"{path.name}: " + "; ".join(reasons[path])))

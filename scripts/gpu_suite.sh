@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The whole suite on a GPU machine, in one call:
+#   1. run every solution notebook at full size and store its outputs (nbval's reference),
+#   2. regenerate course/ from solutions/,
+#   3. run pytest: unit tests on the GPU, and nbval on every notebook against the fresh outputs.
+# Usage: scripts/gpu_suite.sh [notebook ...]      (default: all notebooks)
+# With $OUT set (the course's lent-GPU workflow), the refreshed solutions/ and the logs are copied
+# there as solutions.tar.gz, store.log and pytest.log.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+# A machine without network: install carried wheels (.whl/) into /tmp/site when present.
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
+fi
+export PYTHONPATH=$PWD/utilities:${PYTHONPATH:-}
+export PYTHONUNBUFFERED=1
+logs=${OUT:-/tmp}
+
+python3 -m kernel_lab.store_outputs "$@" 2>&1 | tee "$logs/store.log"
+store_rc=${PIPESTATUS[0]}
+python3 -m kernel_lab.exercises
+python3 -m pytest -p no:randomly 2>&1 | tee "$logs/pytest.log"
+test_rc=${PIPESTATUS[0]}
+if [ -n "${OUT:-}" ]; then
+  tar czf "$OUT/solutions.tar.gz" solutions course
+fi
+echo "store_outputs exit $store_rc, pytest exit $test_rc"
+exit $(( store_rc || test_rc ))

@@ -1,0 +1,37 @@
+"""Kernel Lab's helper package: every notebook imports it first.
+
+    import kernel_lab as kl
+    env = kl.setup(requires=["gpu", "cupy"])   # prints the machine, stops if it lacks something
+
+Importing this package decides, before Numba is imported, whether kernels run on a GPU or in
+Numba's CUDA simulator (no GPU found: simulator). The modules, one job each:
+
+- environment: GPU detection, the simulator switch, ``setup()`` and its readable gate
+- sizes: problem sizes that know whether they run on a GPU or the simulator
+- validate: clear errors for bad arguments to any helper
+- check: comparing a kernel's output with a float64 NumPy reference, and explaining failures
+- bench: timing with CUDA events, rooflines measured on this GPU, comparison with a library
+- plots: bar charts and roofline charts of benchmark results
+- exercises: writes course/ (exercise notebooks) from solutions/
+- simulator: the simulator's missing pieces (warp operations, race detection, ...)
+"""
+
+from .environment import choose_backend as _choose_backend
+
+BACKEND = _choose_backend()  # must run before anything imports numba.cuda
+
+from .environment import NotebookGated, current, gpu_info, on_simulator, setup  # noqa: E402
+from .sizes import adversarial_shapes, adversarial_sizes, blocks_for, sizes  # noqa: E402
+from .check import CheckFailed, check_array, check_kernel, tolerance  # noqa: E402
+from .bench import Measurement, benchmark, compare, rooflines, sweep  # noqa: E402
+from .plots import plot_bars, plot_roofline  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BACKEND", "NotebookGated", "setup", "current", "gpu_info", "on_simulator",
+    "sizes", "adversarial_sizes", "adversarial_shapes", "blocks_for",
+    "CheckFailed", "check_array", "check_kernel", "tolerance",
+    "Measurement", "benchmark", "compare", "rooflines", "sweep",
+    "plot_bars", "plot_roofline",
+]

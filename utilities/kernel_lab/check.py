@@ -1,0 +1,427 @@
+"""Is the kernel right? Compare its output with a float64 NumPy reference and explain what is wrong.
+
+How a check works
+-----------------
+1. The output buffer is *poisoned* before the kernel runs: every element holds a special bit
+   pattern (a signalling NaN for floats, 0x5A bytes for integers) that a kernel never computes.
+   Elements still holding it afterwards were never written. The buffer also has a *guard* region
+   just past its end, poisoned too: a kernel that writes there has threads that ran past the end of
+   the array (a missing bounds check).
+2. The kernel runs on fresh random inputs; the reference runs on the same inputs in float64.
+3. Each element is compared with a tolerance chosen for the number format (see :func:`tolerance`).
+4. On success one deterministic line is printed (notebook tests compare it). On failure
+   :class:`CheckFailed` says how many elements are wrong, where the first ones are, expected vs got,
+   how many were never written, and a hint when the pattern of errors is a classic mistake.
+
+Tolerances
+----------
+A float computation of ``k`` accumulated terms, each rounded with unit roundoff ``u``, has an
+error that grows like ``sqrt(k) * u`` relative to the size of the terms when rounding errors are
+independent (Higham and Mary, "A new approach to probabilistic rounding error analysis", SIAM J.
+Sci. Comput. 41(5), 2019), and at worst like ``k * u``. We allow, per element::
+
+    |got - ref| <= atol + rtol * (|ref| + scale),   rtol = u * (4 + 5 * sqrt(k))
+
+where ``scale`` is the root-mean-square of the reference (so an element that is near zero through
+cancellation is judged against the typical size of the output, not against its own tiny value) and
+the constants leave room for the largest of millions of independent errors. Integer formats are
+exact (``atol = rtol = 0``). Pass ``rtol``/``atol`` yourself when you know better (quantization
+that may round ties differently, for example, has ``atol = 1``).
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+
+import numpy as np
+
+from .validate import KernelLabArgumentError, require_callable
+
+# Unit roundoff of each number format: half the distance from 1 to the next representable number.
+UNIT_ROUNDOFF = {
+    "float64": 2.0**-53,
+    "float32": 2.0**-24,
+    "tf32": 2.0**-11,  # tensor-core "float32" mode: 10 explicit mantissa bits
+    "float16": 2.0**-11,
+    "bfloat16": 2.0**-8,
+    "fp8_e4m3": 2.0**-4,
+    "fp8_e5m2": 2.0**-3,
+}
+EXACT_FORMATS = {"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "bool"}
+
+
+class CheckFailed(AssertionError):
+    """A kernel's output does not match the reference. The message explains how, for a learner."""
+
+    def _render_traceback_(self):  # IPython shows the explanation, not a stack trace into kernel_lab
+        return ["CheckFailed: " + str(self)]
+
+
+def tolerance(fmt: str, k: int = 1) -> float:
+    """Relative tolerance for a result computed in ``fmt`` from ``k`` accumulated terms.
+
+    >>> tolerance("float32", k=1)   # 9 units of roundoff
+    5.364418029785156e-07
+    """
+    fmt = _format_name(fmt)
+    if fmt in EXACT_FORMATS:
+        return 0.0
+    if not isinstance(k, (int, np.integer)) or k < 1:
+        raise KernelLabArgumentError(f"the reduction length k must be a whole number >= 1, got {k!r}")
+    return UNIT_ROUNDOFF[fmt] * (4 + 5 * math.sqrt(k))
+
+
+def _format_name(fmt) -> str:
+    if not isinstance(fmt, str):
+        try:
+            fmt = np.dtype(fmt).name
+        except TypeError:
+            raise KernelLabArgumentError(f"unknown number format {fmt!r}") from None
+    fmt = fmt.lower()
+    if fmt not in UNIT_ROUNDOFF and fmt not in EXACT_FORMATS:
+        known = ", ".join(sorted(UNIT_ROUNDOFF) + sorted(EXACT_FORMATS))
+        raise KernelLabArgumentError(f"unknown number format {fmt!r}; known: {known}")
+    return fmt
+
+
+# ---------------------------------------------------------------------------------------------
+# Poison: a bit pattern no kernel computes, so that "never written" can be told from "wrong".
+
+_POISON_BITS = {2: 0x7D5A, 4: 0x7FA5A5A5, 8: 0x7FF5A5A5A5A5A5A5}  # signalling NaNs (fp16/fp32/fp64)
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def poison_value_bits(dtype) -> int:
+    """The raw bits the poison fills an element of ``dtype`` with."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f" or dtype.name == "bfloat16":
+        if dtype.name == "bfloat16":
+            return 0x7FA5
+        return _POISON_BITS[dtype.itemsize]
+    return int.from_bytes(b"\x5a" * dtype.itemsize, "little")
+
+
+def poisoned_host(n: int, dtype) -> np.ndarray:
+    """A host array of ``n`` elements of ``dtype``, all holding the poison pattern."""
+    dtype = np.dtype(dtype)
+    raw = np.full(n, poison_value_bits(dtype), dtype=_UINT[dtype.itemsize])
+    return raw.view(dtype)
+
+
+def is_poison(arr: np.ndarray) -> np.ndarray:
+    """Boolean mask: which elements still hold the poison pattern (were never written)."""
+    arr = np.ascontiguousarray(arr)
+    return arr.view(_UINT[arr.dtype.itemsize]) == poison_value_bits(arr.dtype)
+
+
+def poisoned(shape, dtype=np.float32):
+    """A device array filled with poison, for launchers that allocate their own output.
+
+    :func:`check_array` then reports its unwritten elements as such.
+    """
+    from numba import cuda
+
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    n = int(np.prod(shape))
+    return cuda.to_device(poisoned_host(n, dtype).reshape(shape))
+
+
+def _guard_size(shape) -> int:
+    # Threads of a too-large grid land within one block (<=1024 threads) past the end, or, in 2D,
+    # within a block's rows past the last row: guard a few rows' worth.
+    return max(4096, 64 * (shape[-1] if shape else 1))
+
+
+class _GuardedOutput:
+    """A poisoned device buffer with a poisoned guard after the end; ``.array`` is what kernels see."""
+
+    def __init__(self, shape, dtype):
+        from numba import cuda
+
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.n = int(np.prod(self.shape)) if self.shape else 1
+        self.buffer = cuda.to_device(poisoned_host(self.n + _guard_size(self.shape), self.dtype))
+        self.array = self.buffer[: self.n].reshape(self.shape) if self.shape else self.buffer[:1]
+
+    def fetch(self):
+        """(output, number of guard elements written) after the kernel ran."""
+        from numba import cuda
+
+        cuda.synchronize()
+        host = self.buffer.copy_to_host()
+        out = host[: self.n].reshape(self.shape)
+        guard_written = int(np.count_nonzero(~is_poison(host[self.n:])))
+        return out, guard_written
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparing, and explaining failures.
+
+def _to_host(arr, name: str) -> np.ndarray:
+    if arr is None:
+        raise CheckFailed(f"{name} is None: the exercise is not done yet (the function returned nothing)")
+    if hasattr(arr, "copy_to_host"):  # Numba device array
+        from numba import cuda
+
+        cuda.synchronize()
+        return arr.copy_to_host()
+    if hasattr(arr, "get") and hasattr(arr, "__cuda_array_interface__"):  # CuPy
+        return arr.get()
+    if isinstance(arr, (np.ndarray, np.generic, int, float, list, tuple)):
+        return np.asarray(arr)
+    raise KernelLabArgumentError(f"{name} must be a NumPy, Numba device or CuPy array, got {type(arr).__name__}")
+
+
+def _fmt_value(x) -> str:
+    if isinstance(x, (float, np.floating)):
+        return f"{float(x):.7g}"
+    return str(x)
+
+
+def _index(flat: int, shape) -> str:
+    idx = np.unravel_index(flat, shape) if len(shape) > 1 else (flat,)
+    return "[" + ", ".join(str(int(i)) for i in idx) + "]"
+
+
+def _hints(got, ref, wrong, unwritten, guard_written, shape) -> list[str]:
+    """Recognise classic mistakes from the pattern of errors."""
+    hints = []
+    n = wrong.size
+    n_unwritten = int(unwritten.sum())
+    if n_unwritten == n:
+        return ["Your kernel wrote none of the output. If this is an exercise, it is not done yet "
+                "(the stub does nothing). Otherwise: was the kernel launched with at least one block "
+                "(`n // threads` is 0 for small n: round up), and does it write to the output argument?"]
+    if guard_written:
+        hints.append(f"{guard_written} element(s) past the end of the output were written: threads whose "
+                     "index lies beyond the array did not skip their work. Add a bounds check such as "
+                     "`if i < out.size:` (2D: `if row < out.shape[0] and col < out.shape[1]:`).")
+    if n_unwritten:
+        flat_unwritten = np.flatnonzero(unwritten)
+        if flat_unwritten[0] == n - n_unwritten:  # all unwritten elements form the tail
+            hints.append(f"The last {n_unwritten} element(s) were never written: the grid is too small. "
+                         "Launch enough blocks to cover every element, rounding up: "
+                         "`blocks = (n + threads - 1) // threads`.")
+        elif len(shape) == 2:
+            rows = np.flatnonzero(unwritten.all(axis=1))
+            cols = np.flatnonzero(unwritten.all(axis=0))
+            if len(rows) and rows[-1] == shape[0] - 1 and len(rows) == rows[-1] - rows[0] + 1:
+                hints.append(f"The last {len(rows)} row(s) were never written: the grid is too small in the "
+                             "row direction (y). Round the number of blocks up.")
+            if len(cols) and cols[-1] == shape[1] - 1 and len(cols) == cols[-1] - cols[0] + 1:
+                hints.append(f"The last {len(cols)} column(s) were never written: the grid is too small in the "
+                             "column direction (x). Round the number of blocks up.")
+        if not hints:
+            hints.append(f"{n_unwritten} element(s) scattered through the output were never written: check "
+                         "which thread is responsible for each element (index arithmetic, grid-stride loop "
+                         "step, or a condition that skips too much).")
+    written = ~unwritten
+    if got.dtype.kind in "fc":
+        produced_nan = written & ~np.isfinite(got) & np.isfinite(ref)
+        if produced_nan.any():
+            first = _index(int(np.flatnonzero(produced_nan)[0]), shape)
+            hints.append(f"The kernel computed {int(produced_nan.sum())} NaN or infinite value(s) (first at "
+                         f"{first}): a division by zero, an overflow, or a read of memory nothing wrote "
+                         "(uninitialised shared memory, a missing barrier).")
+    if len(shape) == 2 and not n_unwritten:
+        with np.errstate(invalid="ignore"):
+            g = got.astype(np.float64)
+        if shape[0] == shape[1] and np.allclose(g, ref.T, rtol=1e-3, atol=1e-6 * (np.abs(ref).max() + 1)):
+            hints.append("The output is the transpose of the reference: row and column indices are swapped.")
+        elif np.allclose(g.reshape(shape[::-1]).T, ref, rtol=1e-3, atol=1e-6 * (np.abs(ref).max() + 1)):
+            hints.append("The output holds the right values in column-major order: the flat index was "
+                         "computed as `col * n_rows + row` instead of `row * n_cols + col`.")
+    if not n_unwritten and wrong.all() and got.dtype.kind in "fc":
+        g, r = got.astype(np.float64).ravel(), ref.ravel()
+        denom = float(r @ r)
+        if denom > 0:
+            c = float(g @ r) / denom
+            if abs(c - 1) > 1e-3 and np.allclose(g, c * r, rtol=1e-3, atol=1e-6 * np.abs(r).max()):
+                hints.append(f"Every element is off by the same factor ({c:.4g}): a missing or extra scale "
+                             "(alpha, 1/n, a square root ...).")
+    return hints
+
+
+def _compare(name: str, got: np.ndarray, ref: np.ndarray, *, fmt: str, k: int, rtol, atol,
+             guard_written: int = 0, context: str = "", seed=None) -> None:
+    """Raise CheckFailed with a full explanation if ``got`` does not match ``ref``."""
+    if got.shape != ref.shape:
+        if got.size == ref.size:
+            raise CheckFailed(f"{name}{context}: output has shape {got.shape} but the reference has "
+                              f"{ref.shape} (same number of elements: a reshape or swapped dimensions?)")
+        raise CheckFailed(f"{name}{context}: output has shape {got.shape} but the reference has {ref.shape}")
+    fmt_name = _format_name(fmt)
+    exact = fmt_name in EXACT_FORMATS
+    if rtol is None:
+        rtol = tolerance(fmt_name, k)
+    if atol is None:
+        atol = 0.0
+    unwritten = is_poison(got)
+    if exact:
+        g = got.astype(np.int64) if got.dtype.kind in "iub" else got.astype(np.float64)
+        diff = np.abs(g - ref)
+        wrong = (diff > atol + rtol * np.abs(ref)) | unwritten
+        scale = 0.0
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):
+            g = got.astype(np.float64)  # the poison is a signalling NaN: converting it warns
+            scale = float(np.sqrt(np.mean(np.square(ref)))) if ref.size else 0.0
+            diff = np.abs(g - ref)
+            allowed = atol + rtol * (np.abs(ref) + scale)
+            wrong = ~(diff <= allowed) | unwritten  # NaN compares False, so NaN counts as wrong
+    if not wrong.any() and not guard_written:
+        return
+    n_wrong, n = int(wrong.sum()), wrong.size
+    lines = [f"{name}{context}: {n_wrong} of {n} elements are wrong ({100 * n_wrong / max(n, 1):.3g}%)"]
+    n_unwritten = int(unwritten.sum())
+    if n_unwritten:
+        lines[0] += f", {n_unwritten} of them never written (still holding the poison value)"
+    if not n_wrong:
+        lines[0] = f"{name}{context}: every element is right, but the kernel wrote past the end of the output"
+    flat = np.flatnonzero(wrong.ravel())[:5]
+    if len(flat):
+        lines.append("first wrong elements (index: expected, got):")
+        for f in flat:
+            got_s = "never written" if unwritten.ravel()[f] else _fmt_value(got.ravel()[f])
+            lines.append(f"  {_index(int(f), got.shape)}: {_fmt_value(ref.ravel()[f])}, {got_s}")
+    if exact:
+        lines.append(f"format {fmt_name}: results must match exactly" + (f" (within {atol})" if atol else ""))
+    else:
+        written = ~unwritten
+        if written.any():
+            with np.errstate(invalid="ignore", over="ignore"):
+                num = float(np.linalg.norm((g - ref)[written]))
+                den = float(np.linalg.norm(ref[written])) or 1.0
+            lines.append(f"norm-wise relative error of the written elements: {num / den:.2e}; allowed per "
+                         f"element: {rtol:.2e} x (|expected| + {scale:.3g})"
+                         + (f" + {atol:g}" if atol else "") + f" [format {fmt_name}, reduction length {k}]")
+    for hint in _hints(got, ref, wrong.reshape(got.shape), unwritten.reshape(got.shape), guard_written,
+                       got.shape):
+        lines.append("Hint: " + hint)
+    if seed is not None:
+        lines.append(f"(inputs drawn with seed={seed}; pass seed={seed} to reproduce)")
+    raise CheckFailed("\n".join(lines))
+
+
+def _reference_dtype(a: np.ndarray):
+    if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
+        return np.float64
+    if a.dtype.kind == "c":
+        return np.complex128
+    if a.dtype.kind in "iu":
+        return np.int64
+    return a.dtype
+
+
+def check_array(name: str, got, expected, *, fmt=None, k: int = 1, rtol=None, atol=None) -> None:
+    """Compare one result with its float64 reference; print one line or raise :class:`CheckFailed`.
+
+    ``got`` may be a NumPy, Numba device or CuPy array; ``expected`` is computed in float64 (or exact
+    integers). ``fmt`` is the format the kernel computes in (default: ``got``'s dtype) and ``k`` the
+    length of the longest sum behind each element; together they set the tolerance.
+    """
+    if not isinstance(name, str):
+        raise KernelLabArgumentError("check_array(name, got, expected): name must be a string")
+    got = _to_host(got, "the result")
+    ref = np.asarray(expected)
+    if ref.dtype == object:
+        raise KernelLabArgumentError("expected must be a numeric array")
+    ref = ref.astype(_reference_dtype(ref))
+    if ref.dtype.kind == "f" and not np.isfinite(ref).all():
+        raise KernelLabArgumentError("the reference holds NaN or infinity; build it from finite inputs")
+    _compare(name, got, ref, fmt=fmt if fmt is not None else got.dtype, k=k, rtol=rtol, atol=atol)
+    print(f"{name}: correct")
+
+
+def _normalise_sizes(sizes) -> list[tuple[str, object]]:
+    if sizes is None or isinstance(sizes, (int, np.integer)) or len(sizes) == 0:
+        raise KernelLabArgumentError("sizes must be a non-empty list, e.g. kl.adversarial_sizes(block=256)")
+    out = []
+    for s in sizes:
+        if isinstance(s, tuple) and len(s) == 2 and isinstance(s[0], str):
+            out.append(s)
+        else:
+            out.append((str(s), s))
+    return out
+
+
+def check_kernel(name: str, launch, reference, inputs, *, sizes, out_dtype=np.float32, fmt=None,
+                 k=1, rtol=None, atol=None, seed=None, rerun: bool = True) -> None:
+    """Run a kernel over several problem sizes and compare each result with a float64 reference.
+
+    - ``inputs(size, rng)`` returns a tuple of NumPy arrays and scalars (drawn from ``rng``);
+    - ``reference(*inputs)`` computes the expected output from float64 copies of them;
+    - ``launch(out, *device_inputs)`` launches your kernel; ``out`` is a poisoned device array with the
+      reference's shape and ``out_dtype``; arrays among the inputs arrive as device arrays.
+    - ``sizes`` is a list of sizes or of ``(label, size)`` pairs, e.g. ``kl.adversarial_sizes(256)``.
+    - ``k`` (int, or a function of the size) is the reduction length behind each output element.
+
+    Each size runs twice on the same inputs (``rerun``): results that differ bit for bit between the
+    runs betray a race, however close to the reference each one is. Kernels whose float atomics
+    make the order of additions vary from run to run should pass ``rerun=False``.
+
+    Prints one line naming the sizes (by label) on success; raises :class:`CheckFailed` naming every
+    failing size and explaining the most telling one. Inputs are fresh random numbers on every call
+    (``seed`` reproduces a failure).
+    """
+    from numba import cuda
+
+    require_callable(launch, "launch")
+    require_callable(reference, "reference")
+    require_callable(inputs, "inputs")
+    cases = _normalise_sizes(sizes)
+    seed = secrets.randbits(32) if seed is None else seed
+    rng = np.random.default_rng(seed)
+    failures = {}  # label -> (CheckFailed, is it a telling example?)
+    for label, size in cases:
+        args = inputs(size, rng)
+        if not isinstance(args, tuple):
+            args = (args,)
+        ref_args = tuple(np.asarray(a).astype(_reference_dtype(np.asarray(a))) if isinstance(a, np.ndarray)
+                         else a for a in args)
+        expected = np.asarray(reference(*ref_args))
+        expected = expected.astype(_reference_dtype(expected))
+        out = _GuardedOutput(expected.shape, out_dtype)
+        dev_args = tuple(cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in args)
+        try:
+            launch(out.array, *dev_args)
+        except NotImplementedError as exc:
+            raise CheckFailed(f"{name}: the exercise is not done yet ({exc or 'the stub is still in place'})") \
+                from None
+        except ValueError as exc:
+            if "grid" not in str(exc).lower() or ">= 1" not in str(exc):
+                raise
+            failures[label] = (CheckFailed(
+                f"{name} (size {label} = {size}): the launch asked for a grid of 0 blocks, which a GPU refuses "
+                f"({exc}).\nHint: `n // threads` is 0 when n < threads; round up instead: "
+                "`(n + threads - 1) // threads`."), False)
+            continue
+        got, guard_written = out.fetch()
+        if rerun:
+            again = _GuardedOutput(expected.shape, out_dtype)
+            launch(again.array, *dev_args)
+            got_again, _ = again.fetch()
+            changed = got.view(_UINT[got.dtype.itemsize]) != got_again.view(_UINT[got.dtype.itemsize])
+            if changed.any():
+                first = _index(int(np.flatnonzero(changed.ravel())[0]), got.shape)
+                failures[label] = (CheckFailed(
+                    f"{name} (size {label} = {size}): two runs on the same inputs gave different results in "
+                    f"{int(changed.sum())} element(s), the first at {first}.\nHint: the kernel has a race: threads "
+                    "read shared memory before the threads that write it are done (a missing "
+                    "`cuda.syncthreads()`), or several threads write the same element."), True)
+                continue
+        kk = k(size) if callable(k) else k
+        try:
+            _compare(name, got, expected, fmt=fmt if fmt is not None else out_dtype, k=kk, rtol=rtol,
+                     atol=atol, guard_written=guard_written, context=f" (size {label} = {size})", seed=seed)
+        except CheckFailed as exc:
+            # Most telling: partly written and more than one element (a pattern to recognise).
+            failures[label] = (exc, got.size > 1 and not is_poison(got).all())
+    if failures:
+        primary = next((e for e, partly in failures.values() if partly), next(iter(failures.values()))[0])
+        passed = [label for label, _ in cases if label not in failures]
+        summary = (f"sizes that fail: {', '.join(failures)}; sizes that pass: {', '.join(passed) or 'none'}")
+        raise CheckFailed(f"{primary}\n{summary}") from None
+    labels = ", ".join(label for label, _ in cases)
+    print(f"{name}: correct for all {len(cases)} sizes ({labels})")
