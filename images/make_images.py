@@ -41,7 +41,7 @@ def grid_of_blocks(path=HERE / "grid-of-blocks.svg"):
     ax.set_ylim(-0.8, 2.8)
     ax.axis("off")
     ax.set_title("i = blockIdx.x * blockDim.x + threadIdx.x   (cuda.grid(1))", fontsize=10)
-    fig.savefig(path, bbox_inches="tight")
+    fig.savefig(path, bbox_inches="tight", metadata={"Date": None})  # no date: reruns give the same file
     plt.close(fig)
 
 

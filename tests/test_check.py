@@ -263,3 +263,12 @@ def test_check_kernel_reports_results_that_change_between_runs_as_a_race():
 
     with pytest.raises(kl.CheckFailed, match="(?s)two runs on the same inputs gave different results.*race"):
         kl.check_kernel("flaky", launch_flaky, _ref, _inputs, sizes=[("large", 100)])
+
+
+def test_check_kernel_adds_an_exercise_specific_hint():
+    def hint(got, expected):
+        return "each thread did one element only: loop with a stride of cuda.gridsize(1)"
+
+    with pytest.raises(kl.CheckFailed, match="Hint: each thread did one element only"):
+        kl.check_kernel("hinted", lambda out, x: _add_one[1, 32](x, out), _ref, _inputs,
+                        sizes=[("large", 100)], extra_hint=hint)

@@ -206,12 +206,14 @@ def _hints(got, ref, wrong, unwritten, guard_written, shape) -> list[str]:
         elif len(shape) == 2:
             rows = np.flatnonzero(unwritten.all(axis=1))
             cols = np.flatnonzero(unwritten.all(axis=0))
+            swapped = (" Or x and y are swapped: with `col, row = cuda.grid(2)` the launch grid lists the "
+                       "columns first, `(blocks_x for columns, blocks_y for rows)`.")
             if len(rows) and rows[-1] == shape[0] - 1 and len(rows) == rows[-1] - rows[0] + 1:
                 hints.append(f"The last {len(rows)} row(s) were never written: the grid is too small in the "
-                             "row direction (y). Round the number of blocks up.")
+                             "row direction (y). Round the number of blocks up." + swapped)
             if len(cols) and cols[-1] == shape[1] - 1 and len(cols) == cols[-1] - cols[0] + 1:
                 hints.append(f"The last {len(cols)} column(s) were never written: the grid is too small in the "
-                             "column direction (x). Round the number of blocks up.")
+                             "column direction (x). Round the number of blocks up." + swapped)
         if not hints:
             hints.append(f"{n_unwritten} element(s) scattered through the output were never written: check "
                          "which thread is responsible for each element (index arithmetic, grid-stride loop "
@@ -347,7 +349,7 @@ def _normalise_sizes(sizes) -> list[tuple[str, object]]:
 
 
 def check_kernel(name: str, launch, reference, inputs, *, sizes, out_dtype=np.float32, fmt=None,
-                 k=1, rtol=None, atol=None, seed=None, rerun: bool = True) -> None:
+                 k=1, rtol=None, atol=None, seed=None, rerun: bool = True, extra_hint=None) -> None:
     """Run a kernel over several problem sizes and compare each result with a float64 reference.
 
     - ``inputs(size, rng)`` returns a tuple of NumPy arrays and scalars (drawn from ``rng``);
@@ -360,6 +362,9 @@ def check_kernel(name: str, launch, reference, inputs, *, sizes, out_dtype=np.fl
     Each size runs twice on the same inputs (``rerun``): results that differ bit for bit between the
     runs betray a race, however close to the reference each one is. Kernels whose float atomics
     make the order of additions vary from run to run should pass ``rerun=False``.
+
+    ``extra_hint(got, expected)`` may return a sentence (or None) that an exercise adds to the failure
+    message: hints specific to one exercise live with its check, not here.
 
     Prints one line naming the sizes (by label) on success; raises :class:`CheckFailed` naming every
     failing size and explaining the most telling one. Inputs are fresh random numbers on every call
@@ -409,13 +414,18 @@ def check_kernel(name: str, launch, reference, inputs, *, sizes, out_dtype=np.fl
                     f"{name} (size {label} = {size}): two runs on the same inputs gave different results in "
                     f"{int(changed.sum())} element(s), the first at {first}.\nHint: the kernel has a race: threads "
                     "read shared memory before the threads that write it are done (a missing "
-                    "`cuda.syncthreads()`), or several threads write the same element."), True)
+                    "`cuda.syncthreads()`), or several threads write the same element; or it reads memory "
+                    "that nothing wrote (shared-memory elements outside the part of a tile that was loaded)."),
+                    True)
                 continue
         kk = k(size) if callable(k) else k
         try:
             _compare(name, got, expected, fmt=fmt if fmt is not None else out_dtype, k=kk, rtol=rtol,
                      atol=atol, guard_written=guard_written, context=f" (size {label} = {size})", seed=seed)
         except CheckFailed as exc:
+            extra = extra_hint(got, expected) if extra_hint is not None else None
+            if extra:
+                exc = CheckFailed(f"{exc}\nHint: {extra}")
             # Most telling: partly written and more than one element (a pattern to recognise).
             failures[label] = (exc, got.size > 1 and not is_poison(got).all())
     if failures:

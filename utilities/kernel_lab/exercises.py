@@ -99,15 +99,21 @@ def make_exercise(solution_nb, source_name: str):
         elif cell.cell_type == "markdown":
             cell.source = MD_SOLUTION.sub(MD_PROMPT, cell.source)
         cell.pop("id", None)
+        # Keep only the tags: execution timestamps and the like come from the GPU run.
+        tags = cell.get("metadata", {}).get("tags")
+        cell["metadata"] = {"tags": tags} if tags else {}
         cells.append(cell)
     nb.cells = cells
     for i, cell in enumerate(nb.cells):  # stable ids, so regeneration gives identical files
         cell["id"] = f"cell-{i}"
-    meta = nb.metadata.setdefault("kernel_lab", {})
-    meta.pop("outputs_from", None)  # which GPU ran the solution: not part of the exercise
-    meta["generated_from"] = source_name
-    meta["fingerprint"] = fingerprint(nb)
-    nb.metadata.pop("widgets", None)
+    # Notebook metadata: what JupyterLab needs to pick the kernel, and our own bookkeeping; not
+    # what the GPU run recorded (Python version, which GPU produced the solution's outputs).
+    nb.metadata = nbformat.from_dict({
+        "kernelspec": solution_nb.metadata.get("kernelspec", {"display_name": "Python 3 (ipykernel)",
+                                                               "language": "python", "name": "python3"}),
+        "language_info": {"name": "python"},
+        "kernel_lab": {"generated_from": source_name, "fingerprint": fingerprint(nb)},
+    })
     return nb
 
 
