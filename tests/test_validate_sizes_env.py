@@ -84,9 +84,9 @@ def test_requirements_on_a_gpu():
 
 
 def test_requirements_in_the_simulator_name_what_is_missing():
-    problems = unmet_requirements(["gpu", "cupy"], simulator=True, gpu=GPUInfo())
-    assert len(problems) == 2 and all("CUDA simulator cannot provide" in p for p in problems)
-    assert "a real GPU" in problems[0] and "cupy" in problems[1]
+    problems = unmet_requirements(["gpu", "cupy", "cc>=8.0"], simulator=True, gpu=GPUInfo())
+    assert problems == ["this notebook needs a real GPU, cupy and compute capability 8.0+, which the CUDA "
+                        "simulator cannot provide (no GPU was found, so kernels would run on the CPU)"]
 
 
 def test_missing_package_is_named_with_its_install_command(monkeypatch):

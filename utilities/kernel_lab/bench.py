@@ -3,6 +3,8 @@
 Timing rules (each has bitten someone):
 - CUDA events around the launch, not a host clock: launches return before the kernel finishes.
 - Warm-up runs first, so JIT compilation and module loading are not timed.
+- The GPU is kept busy while the host launches (see :func:`time_ms`), so Python's launch overhead
+  is not counted as kernel time.
 - The median of many repeats, not the mean: one preempted run should not move the number.
 - The L2 cache is flushed between repeats (a buffer twice the L2 size is overwritten), so a kernel
   whose data would fit in L2 is not timed reading it from there when the real workload would not.
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,21 +112,60 @@ def _flush_l2() -> None:
     device_memset(buf, 0, buf.nbytes)
 
 
+_SPIN = {}
+
+
+def _spin(nanoseconds: int) -> None:
+    """Keep the GPU busy for about ``nanoseconds`` (one thread sleeping), so the host can enqueue
+    the timed launch while the GPU is still working on something else."""
+    if "k" not in _SPIN:
+        from numba import cuda
+
+        cc = gpu_info().compute_capability or (0, 0)
+        if cc < (7, 0):  # nanosleep needs Volta or newer; older GPUs time without the cover
+            _SPIN["k"] = None
+        else:
+            @cuda.jit
+            def spin(total_ns):
+                slept = 0
+                while slept < total_ns:
+                    cuda.nanosleep(1000)
+                    slept += 1000
+
+            _SPIN["k"] = spin
+    if _SPIN["k"] is not None:
+        _SPIN["k"][1, 1](nanoseconds)
+
+
 def time_ms(fn, *, warmup: int = 3, repeat: int = 20, flush_l2: bool = True) -> list[float]:
-    """Milliseconds of each of ``repeat`` calls of ``fn()``, timed with CUDA events after warm-up."""
+    """Milliseconds of each of ``repeat`` calls of ``fn()``, timed with CUDA events after warm-up.
+
+    A Python launch costs the host 20-60 us (Numba prepares the arguments). Recorded naively, the
+    start event would fire on an idle GPU and the kernel would start only when the host got round
+    to launching it, so that host time would be counted as kernel time. So before each repeat a
+    one-thread kernel keeps the GPU asleep for longer than the host needs to launch ``fn``
+    (measured during warm-up): the start event and the kernel then run back to back.
+    """
     from numba import cuda
 
     require_callable(fn, "fn")
     warmup = require_positive_int(warmup, "warmup", allow_zero=True)
     repeat = require_positive_int(repeat, "repeat")
+    host_s = []
     for _ in range(warmup):
+        t0 = time.perf_counter()
         fn()
-    cuda.synchronize()
+        host_s.append(time.perf_counter() - t0)
+        cuda.synchronize()
+    # Host time to issue fn, without the first call (compilation); at least 100 us of cover.
+    issue_s = statistics.median(host_s[1:]) if len(host_s) > 1 else 100e-6
+    cover_ns = int(min(2 * issue_s, 0.05) * 1e9) + 100_000
     times = []
     start, end = cuda.event(timing=True), cuda.event(timing=True)
     for _ in range(repeat):
         if flush_l2:
             _flush_l2()
+        _spin(cover_ns)
         start.record()
         fn()
         end.record()

@@ -199,14 +199,12 @@ def unmet_requirements(requires, *, simulator: bool, gpu: GPUInfo) -> list[str]:
     Pure function of its arguments plus importability of packages, so the notebook test harness
     can ask the same question before it runs a notebook, and skip it with the same sentence.
     """
-    problems = []
+    problems, gpu_only = [], []
     for raw in requires:
         kind, version = _parse_requirement(raw)
         if simulator and kind in NEEDS_REAL_GPU | {"cc", "cuda"}:
-            what = {"gpu": "a real GPU", "cc": f"compute capability >= {version[0]}.{version[1]}" if version else "",
-                    "cuda": f"CUDA >= {version[0]}" if version else ""}.get(kind, PACKAGES.get(kind, (kind,))[0])
-            problems.append(f"this notebook needs {what}, which the CUDA simulator cannot provide "
-                            "(no GPU was found, so kernels would run on the CPU)")
+            gpu_only.append({"gpu": "a real GPU", "cc": f"compute capability {version[0]}.{version[1]}+" if version
+                             else "", "cuda": f"CUDA {version[0]}+" if version else ""}.get(kind, kind))
             continue
         if kind == "warp" and simulator:
             if not _simulator_has_warp_operations():
@@ -222,6 +220,10 @@ def unmet_requirements(requires, *, simulator: bool, gpu: GPUInfo) -> list[str]:
         elif kind in PACKAGES and not _import_ok(PACKAGES[kind][0]):
             problems.append(f"this notebook needs the package {PACKAGES[kind][1][0]}, which is not installed "
                             f"or does not import here; install it with: {PACKAGES[kind][2]}")
+    if gpu_only:
+        listed = ", ".join(gpu_only[:-1]) + (" and " if len(gpu_only) > 1 else "") + gpu_only[-1]
+        problems.insert(0, f"this notebook needs {listed}, which the CUDA simulator cannot provide "
+                           "(no GPU was found, so kernels would run on the CPU)")
     return problems
 
 

@@ -1,0 +1,128 @@
+"""Patching Numba's CUDA simulator with this package's pieces (`install`).
+
+Numba's simulator (``NUMBA_ENABLE_CUDASIM=1``) runs kernels on the CPU. It lacks warp functions,
+rejects many ``cuda.jit`` keywords, has events that do not time, and reports a bad index as a bare
+IndexError. `install()` fixes that by patching the simulator's classes in place:
+
+=============================================  ==================================================
+simulator piece                                replaced by
+=============================================  ==================================================
+``kernel.BlockManager`` (runs a block)         `scheduler.BlockRunner`
+``FakeCUDAModule`` (``cuda`` inside a kernel)  + warp functions (`warp`), fixed bit functions
+``FakeCUDAShared.array``                       per-block arrays, tracked (`shared_memory`)
+``FakeCUDAAtomic.*``                           record atomics on shared arrays (`shared_memory`)
+``cuda.jit``                                   `jit_options.make_jit`
+``cuda.event``, ``cuda.event_elapsed_time``    `events`
+=============================================  ==================================================
+
+On a GPU (simulator off) `install()` does nothing and returns False.
+"""
+
+import sys
+import threading
+
+_installed = False
+
+_ATOMIC_NAMES = (
+    "add", "sub", "and_", "or_", "xor", "inc", "dec", "exch", "max", "min", "nanmax", "nanmin",
+    "compare_and_swap", "cas",
+)  # fmt: skip
+
+
+def simulator_active():
+    """True when Numba's CUDA simulator is switched on (``NUMBA_ENABLE_CUDASIM=1``)."""
+    numba = sys.modules.get("numba")
+    if numba is None:
+        try:
+            import numba
+        except ImportError:
+            return False
+    return bool(getattr(numba.config, "ENABLE_CUDASIM", False))
+
+
+def is_installed():
+    """True once `install()` has patched the simulator."""
+    return _installed
+
+
+def supports_warp_operations():
+    """True when kernels can use warp functions (shuffles, votes, syncwarp) here.
+
+    Always on a GPU; under the simulator once `install()` has patched it in.
+    """
+    return _installed or not simulator_active()
+
+
+def install():
+    """Patch Numba's CUDA simulator; idempotent. Returns True if the simulator is patched.
+
+    A no-op returning False when the simulator is not active (a real GPU is used), or when
+    ``numba.cuda`` was imported before the simulator was switched on (then ``numba.cuda`` is the
+    GPU version and there is nothing to patch).
+    """
+    global _installed
+    if _installed:
+        return True
+    if not simulator_active():
+        return False
+    from numba import cuda  # noqa: F401 - importing builds the simulator's cuda module
+
+    if "numba.cuda.simulator_init" not in sys.modules:
+        return False
+    _patch()
+    _installed = True
+    return True
+
+
+def _patch():
+    import numba.cuda as cuda
+    import numba.cuda.simulator as sim
+    from numba.cuda.core import config
+    from numba.cuda.core.sigutils import is_signature
+    from numba.cuda.simulator import api as sim_api
+    from numba.cuda.simulator import kernel as sim_kernel
+    from numba.cuda.simulator import kernelapi
+
+    from . import bits, events, shared_memory, warp
+    from .jit_options import make_jit
+    from .scheduler import BlockRunner
+
+    # Blocks run under our scheduler (barriers, warp rendezvous, deadlock detection, errors).
+    sim_kernel.BlockManager = BlockRunner
+
+    # `cuda.<name>` inside a kernel resolves on FakeCUDAModule.
+    module = kernelapi.FakeCUDAModule
+    for name, function in {**warp.FUNCTIONS, **bits.FUNCTIONS}.items():
+        setattr(module, name, staticmethod(function))
+    if not hasattr(module, "warpsize"):
+        module.warpsize = property(lambda self: 32)
+    if not hasattr(module, "laneid"):
+        module.laneid = property(lambda self: threading.current_thread().thread_id % 32)
+    # ... and `from numba.cuda import shfl_down_sync` should work as on a GPU.
+    for name, function in warp.FUNCTIONS.items():
+        if not hasattr(cuda, name):
+            setattr(cuda, name, function)
+
+    # Shared memory: per-block arrays, tracked for races when race detection is on.
+    original_array = kernelapi.FakeCUDAShared.array
+
+    def shared_array(self, shape, dtype, alignment=None):
+        runner = getattr(threading.current_thread(), "runner", None)
+        if runner is None or alignment is not None:
+            return original_array(self, shape, dtype, alignment)
+        return shared_memory.shared_array(runner, shape, dtype)
+
+    shared_array.__doc__ = original_array.__doc__
+    kernelapi.FakeCUDAShared.array = shared_array
+    for name in _ATOMIC_NAMES:
+        original = getattr(kernelapi.FakeCUDAAtomic, name, None)
+        if original is not None:
+            setattr(kernelapi.FakeCUDAAtomic, name, shared_memory.wrap_atomic(name, original))
+
+    # cuda.jit with numba-cuda's keywords; events that time.
+    jit = make_jit(sim_kernel.FakeCUDAKernel, is_signature, config)
+    for namespace in (cuda, sim, sim_api):
+        namespace.jit = jit
+        namespace.event = events.SimulatorEvent
+        namespace.Event = events.SimulatorEvent
+        namespace.event_elapsed_time = events.event_elapsed_time
