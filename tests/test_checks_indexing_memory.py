@@ -1,0 +1,303 @@
+"""The checks of module 01 (kernel_lab.checks.indexing_memory) pass right kernels and name wrong ones.
+
+Every check gets a correct kernel (it must print its one line) and the classic mistakes of its
+exercise (it must fail with a message that names the mistake). Kernels are tiny and the checks use
+the simulator's small sizes, so this runs in seconds under the simulator.
+
+Two mistakes show differently in the two places. A missing bounds check is an `OutOfBoundsAccess`
+under the simulator and writes past the end of the output on a GPU (caught by the check's guard
+region); the kernels below wrap their *reads* so that on a GPU they never read outside an input.
+A missing ``cuda.syncthreads()`` is a `SharedMemoryRace` under the simulator, but on a GPU it
+gives a wrong answer only sometimes, so that test runs under the simulator only.
+"""
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+import kernel_lab as kl
+from kernel_lab.checks import indexing_memory as checks
+
+kl.setup(requires=[], quiet=True)  # under the simulator: race detection and readable index errors
+
+try:
+    from kernel_lab.simulator import OutOfBoundsAccess, SharedMemoryRace
+except ImportError:  # an older kernel_lab without its simulator extensions: Numba's own errors
+    OutOfBoundsAccess, SharedMemoryRace = IndexError, RuntimeError
+
+simulator_only = pytest.mark.skipif(not kl.on_simulator(),
+                                    reason="on a GPU a race gives a wrong answer only sometimes")
+
+BX, BY = 32, 8  # threads per block along x (columns) and y (rows)
+
+
+def grid_2d(shape, bx=BX, by=BY):
+    return (kl.blocks_for(shape[1], bx), kl.blocks_for(shape[0], by))
+
+
+def passes(check, launch, capsys, *args, **kwargs):
+    check(launch, *args, **kwargs)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and ": correct for all" in out, out
+    return out
+
+
+# ---- matrix add (notebook 01) -----------------------------------------------------------------
+
+@cuda.jit
+def add_right(a, b, out):
+    col, row = cuda.grid(2)
+    if row < out.shape[0] and col < out.shape[1]:
+        out[row, col] = a[row, col] + b[row, col]
+
+
+@cuda.jit
+def add_no_bounds_check(a, b, out):
+    col, row = cuda.grid(2)
+    r, c = row % a.shape[0], col % a.shape[1]  # reads stay inside a and b, even on a GPU
+    out[row, col] = a[r, c] + b[r, c]
+
+
+@cuda.jit
+def add_rows_and_columns_swapped(a, b, out):
+    row, col = cuda.grid(2)  # the mistake: x is the column
+    if row < out.shape[0] and col < out.shape[1]:
+        out[row, col] = a[row, col] + b[row, col]
+
+
+def test_matrix_add_passes_a_right_kernel(capsys):
+    out = passes(checks.check_matrix_add, lambda out, a, b: add_right[grid_2d(out.shape), (BX, BY)](a, b, out),
+                 capsys)
+    assert out == "matrix add: correct for all 5 sizes (1x1, one row, one column, non-square, large)\n"
+
+
+def test_matrix_add_without_bounds_check_is_caught():
+    with pytest.raises((kl.CheckFailed, OutOfBoundsAccess), match="bounds check"):
+        checks.check_matrix_add(lambda out, a, b: add_no_bounds_check[grid_2d(out.shape), (BX, BY)](a, b, out))
+
+
+def test_matrix_add_with_rows_and_columns_swapped_is_named():
+    with pytest.raises(kl.CheckFailed, match=r"(?s)right on square matrices.*swapped.*col, row = cuda.grid\(2\)"):
+        checks.check_matrix_add(
+            lambda out, a, b: add_rows_and_columns_swapped[grid_2d(out.shape), (BX, BY)](a, b, out))
+
+
+def test_matrix_add_with_grid_rounded_down_is_named():
+    def launch(out, a, b):
+        add_right[(out.shape[1] // BX, out.shape[0] // BY), (BX, BY)](a, b, out)
+
+    with pytest.raises(kl.CheckFailed, match=r"(?s)never written.*(grid is too small|round)"):
+        checks.check_matrix_add(launch)
+
+
+def test_matrix_add_stub_says_not_done():
+    def launch(out, a, b):
+        raise NotImplementedError("compute the grid")
+
+    with pytest.raises(kl.CheckFailed, match="not done yet"):
+        checks.check_matrix_add(launch)
+
+
+# ---- grid-stride SAXPY (notebook 01) ------------------------------------------------------------
+
+@cuda.jit
+def saxpy_grid_stride(a, x, y, out):
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_no_loop(a, x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_starts_at_thread_index(a, x, y, out):
+    for i in range(cuda.threadIdx.x, out.size, cuda.gridsize(1)):  # the mistake: not cuda.grid(1)
+        out[i] = a * x[i] + y[i]
+
+
+def _launcher(kernel):
+    return lambda out, a, x, y, blocks, threads: kernel[blocks, threads](a, x, y, out)
+
+
+def test_grid_stride_passes_a_right_kernel(capsys):
+    out = passes(checks.check_grid_stride, _launcher(saxpy_grid_stride), capsys)
+    assert out.startswith("grid-stride saxpy: correct for all 4 sizes (fewer elements than threads,")
+
+
+def test_grid_stride_without_the_loop_is_named():
+    with pytest.raises(kl.CheckFailed, match=r"(?s)never written.*each thread did one element.*cuda.gridsize\(1\)"):
+        checks.check_grid_stride(_launcher(saxpy_no_loop))
+
+
+def test_grid_stride_with_wrong_start_is_named():
+    with pytest.raises(kl.CheckFailed, match=r"(?s)some elements were skipped.*cuda.grid\(1\)"):
+        checks.check_grid_stride(_launcher(saxpy_starts_at_thread_index))
+
+
+# ---- strided copy and column scaling (notebook 02) ----------------------------------------------
+
+@cuda.jit
+def strided_right(x, out, stride, offset):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[offset + i * stride]
+
+
+@cuda.jit
+def strided_offset_ignored(x, out, stride, offset):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i * stride]
+
+
+@cuda.jit
+def strided_no_bounds_check(x, out, stride, offset):
+    i = cuda.grid(1)
+    out[i] = x[(offset + i * stride) % x.size]
+
+
+def _strided(kernel):
+    return lambda out, x, stride, offset: kernel[kl.blocks_for(out.size, 128), 128](x, out, stride, offset)
+
+
+def test_strided_copy_passes_a_right_kernel(capsys):
+    out = passes(checks.check_strided_copy, _strided(strided_right), capsys)
+    assert out.startswith("strided copy: correct for all 6 sizes (1 element, stride 1,")
+
+
+def test_strided_copy_ignoring_the_offset_fails():
+    with pytest.raises(kl.CheckFailed, match=r"(?s)stride 2 at offset 1.*elements are wrong.*sizes that pass: 1 element, stride 1$"):
+        checks.check_strided_copy(_strided(strided_offset_ignored))
+
+
+def test_strided_copy_without_bounds_check_is_caught():
+    with pytest.raises((kl.CheckFailed, OutOfBoundsAccess), match="bounds check"):
+        checks.check_strided_copy(_strided(strided_no_bounds_check))
+
+
+@cuda.jit
+def scale_walking_down_columns(x, w, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        row, col = i % out.shape[0], i // out.shape[0]
+        out[row, col] = x[row, col] * w[col]
+
+
+@cuda.jit
+def scale_along_rows(x, w, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        row, col = i // out.shape[1], i % out.shape[1]
+        out[row, col] = x[row, col] * w[col]
+
+
+@cuda.jit
+def scale_rows_not_columns(x, w, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        row, col = i // out.shape[1], i % out.shape[1]
+        out[row, col] = x[row, col] * w[row % w.size]  # the mistake: the weight of the row
+
+
+def _flat(kernel):
+    return lambda out, x, w: kernel[kl.blocks_for(out.size, 128), 128](x, w, out)
+
+
+@pytest.mark.parametrize("kernel", [scale_walking_down_columns, scale_along_rows])
+def test_scale_columns_passes_both_mappings(kernel, capsys):
+    out = passes(checks.check_scale_columns, _flat(kernel), capsys, name="scaled")
+    assert out.startswith("scaled: correct for all 5 sizes")
+
+
+def test_scale_columns_with_the_wrong_weight_fails():
+    with pytest.raises(kl.CheckFailed, match=r"(?s)elements are wrong.*sizes that fail: one row, non-square, large"):
+        checks.check_scale_columns(_flat(scale_rows_not_columns))
+
+
+# ---- transpose (notebook 03) --------------------------------------------------------------------
+
+TILE, ROWS = 32, 8  # a 32 x 32 tile moved by 32 x 8 threads, 4 elements each
+
+
+@cuda.jit
+def transpose_naive(a, out):  # the same launch as the tiled kernels: a tile per block, 4 rows per thread
+    col = cuda.blockIdx.x * TILE + cuda.threadIdx.x
+    row = cuda.blockIdx.y * TILE + cuda.threadIdx.y
+    for j in range(0, TILE, ROWS):
+        if row + j < a.shape[0] and col < a.shape[1]:
+            out[col, row + j] = a[row + j, col]
+
+
+@cuda.jit
+def copy_not_transpose(a, out):  # the mistake: out[row, col] = a[row, col] (reads wrapped to stay inside a)
+    col = cuda.blockIdx.x * TILE + cuda.threadIdx.x
+    row = cuda.blockIdx.y * TILE + cuda.threadIdx.y
+    for j in range(0, TILE, ROWS):
+        if row + j < out.shape[0] and col < out.shape[1]:
+            out[row + j, col] = a[(row + j) % a.shape[0], col % a.shape[1]]
+
+
+def _tiled(padded, syncthreads, swap_on_read):
+    width = TILE + padded  # computed outside the kernel: a shared array's shape must be a constant
+
+    @cuda.jit
+    def kernel(a, out):
+        tile = cuda.shared.array((TILE, width), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        col, row = cuda.blockIdx.x * TILE + tx, cuda.blockIdx.y * TILE + ty
+        for j in range(0, TILE, ROWS):
+            if row + j < a.shape[0] and col < a.shape[1]:
+                tile[ty + j, tx] = a[row + j, col]
+        if syncthreads:
+            cuda.syncthreads()
+        col, row = cuda.blockIdx.y * TILE + tx, cuda.blockIdx.x * TILE + ty
+        for j in range(0, TILE, ROWS):
+            if row + j < out.shape[0] and col < out.shape[1]:
+                if swap_on_read:
+                    out[row + j, col] = tile[tx, ty + j]
+                else:
+                    out[row + j, col] = tile[ty + j, tx]  # the mistake: the tile is not transposed
+    return kernel
+
+
+def _launch_tiled(kernel, over_output=False):
+    def launch(out, a):
+        shape = out.shape if over_output else a.shape  # the tiles cover the input, or the output
+        kernel[grid_2d(shape, TILE, TILE), (TILE, ROWS)](a, out)
+    return launch
+
+
+def test_transpose_passes_naive_and_tiled_kernels(capsys):
+    passes(checks.check_transpose, _launch_tiled(transpose_naive), capsys, tile=TILE)
+    out = passes(checks.check_transpose, _launch_tiled(_tiled(1, True, True)), capsys, tile=TILE, name="padded")
+    assert out == "padded: correct for all 5 sizes (1x1, tile-1 x tile+1, square, non-square, large)\n"
+
+
+@simulator_only
+def test_transpose_without_syncthreads_is_a_race():
+    with pytest.raises((kl.CheckFailed, SharedMemoryRace), match="(?i)syncthreads"):
+        checks.check_transpose(_launch_tiled(_tiled(0, False, True)), tile=TILE)
+
+
+def test_transpose_with_tiles_not_transposed_inside_is_named():
+    with pytest.raises(kl.CheckFailed, match=r"(?s)tiles? landed.*not transposed"):
+        checks.check_transpose(_launch_tiled(_tiled(0, True, False)), tile=TILE)
+
+
+def test_transpose_with_a_copy_kernel_is_named():
+    with pytest.raises(kl.CheckFailed, match=r"(?s)elements are wrong.*copies instead of transposing"):
+        checks.check_transpose(_launch_tiled(copy_not_transpose, over_output=True), tile=TILE)
+
+
+def test_grid_stride_stub_says_not_done_without_a_loop_hint():
+    @cuda.jit
+    def stub(a, x, y, out):
+        pass
+
+    with pytest.raises(kl.CheckFailed, match="not done yet") as info:
+        checks.check_grid_stride(_launcher(stub))
+    assert "skipped" not in str(info.value) and "each thread did one element" not in str(info.value)

@@ -1,0 +1,287 @@
+"""Checks for module 01, "The GPU in practice": indexing, memory access patterns, and the transpose.
+
+Notebook 01 (threads, blocks, grids) uses :func:`check_matrix_add` and :func:`check_grid_stride`;
+notebook 02 (the memory hierarchy) :func:`check_strided_copy` and :func:`check_scale_columns`;
+notebook 03 (transpose, shared memory, banks) :func:`check_transpose`.
+
+Each function takes the learner's *launcher*, a plain Python function that allocates nothing and
+launches the kernel on the arrays it is given, for example::
+
+    def launch_matrix_add(out, a, b):
+        matrix_add[grid, block](a, b, out)
+
+    check_matrix_add(launch_matrix_add)
+
+It draws random float32 inputs, computes a float64 NumPy reference, and runs
+``kernel_lab.check_kernel`` over shapes chosen to catch the mistakes of that exercise: one element,
+a single row, a single column, shapes that are not multiples of any block size, non-square shapes
+(which expose swapped rows and columns) and a large shape (many blocks). On success it prints one
+line; on failure it raises ``kernel_lab.CheckFailed`` with ``check_kernel``'s explanation, plus a
+hint of its own when it recognises a mistake particular to the exercise (rows and columns swapped;
+a grid-stride loop that does not loop; transpose tiles that were moved but not transposed).
+
+A kernel that indexes outside an array stops earlier, under the simulator, with the simulator's
+own error (``OutOfBoundsAccess``), and a tiled kernel whose threads read shared memory before it
+is written stops with ``SharedMemoryRace``: both name the array, the thread and the line.
+
+All results are copies, sums or products of one or two numbers, so the tolerance is that of one
+float32 rounding (``k=1`` in ``kernel_lab.check.tolerance``); copies and transposes are exact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import numpy as np
+
+from ..check import CheckFailed, check_kernel, is_poison, poisoned
+from ..environment import gpu_info, on_simulator
+from ..validate import require_callable, require_positive_int
+
+__all__ = ["check_matrix_add", "check_grid_stride", "check_strided_copy", "check_scale_columns",
+           "check_transpose"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Shapes
+
+def matrix_shapes() -> list[tuple[str, tuple[int, int]]]:
+    """(label, (rows, columns)) pairs for 2D element-wise kernels.
+
+    The labels are the same on a GPU and under the simulator, so a check's success line is too.
+    None of the extents is a multiple of 8, 16 or 32, so every block size leaves a partial block.
+    """
+    large = (40, 75) if on_simulator() else (3001, 4099)
+    return [("1x1", (1, 1)), ("one row", (1, 67)), ("one column", (37, 1)),
+            ("non-square", (19, 69)), ("large", large)]
+
+
+def transpose_shapes(tile: int) -> list[tuple[str, tuple[int, int]]]:
+    """(label, (rows, columns)) pairs for a transpose done in ``tile`` x ``tile`` tiles.
+
+    1x1; (tile - 1) x (tile + 1); a square that is not a multiple of the tile (it
+    exposes kernels that copy instead of transposing); a non-square shape of several tiles with
+    partial tiles on both edges; and a large non-square shape.
+    """
+    tile = require_positive_int(tile, "tile")
+    large = (tile + 13, 2 * tile + 7) if on_simulator() else (4099, 4133)
+    return [("1x1", (1, 1)), ("tile-1 x tile+1", (max(tile - 1, 1), tile + 1)),
+            ("square", (tile + 5, tile + 5)), ("non-square", (2 * tile + 3, tile + 5)),
+            ("large", large)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Extra hints: mistakes of these exercises that the general checker cannot name
+
+def _quietly_correct(name, launch, reference, inputs, sizes) -> bool:
+    """Does the launcher pass on these sizes? (Nothing printed; any failure counts as 'no'.)"""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            check_kernel(name, launch, reference, inputs, sizes=sizes, seed=1, rerun=False)
+        return True
+    except Exception:  # noqa: BLE001 - any failure, including the simulator's, means "not correct"
+        return False
+
+
+def _with_hint(failure: CheckFailed, hint: str | None) -> CheckFailed:
+    if hint is None:
+        return failure
+    return CheckFailed(f"{failure}\nHint: {hint}")
+
+
+_SWAP_HINT = (
+    "the kernel is right on square matrices but wrong on non-square ones, so rows and columns are "
+    "swapped somewhere (a grid that is merely too small would fail on squares too). In Numba, "
+    "`cuda.grid(2)` returns (x, y) and x is the fast, column index: write `col, row = cuda.grid(2)` "
+    "and index `a[row, col]`. The launch takes x first as well: "
+    "`kernel[(blocks along the columns, blocks along the rows), (threads_x, threads_y)]`, the "
+    "opposite order of the array's shape (rows, columns).")
+
+
+def _run_2d(name, launch, reference, inputs, shapes, seed):
+    """check_kernel over 2D shapes; on failure, test a square shape to recognise swapped rows/cols."""
+    try:
+        check_kernel(name, launch, reference, inputs, sizes=shapes, seed=seed)
+    except CheckFailed as failure:
+        square = [("square", (37, 37))]
+        hint = _SWAP_HINT if _quietly_correct(name, launch, reference, inputs, square) else None
+        raise _with_hint(failure, hint) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebook 01: threads, blocks, grids
+
+def _two_matrices(shape, rng):
+    return (rng.standard_normal(shape, dtype=np.float32), rng.standard_normal(shape, dtype=np.float32))
+
+
+def check_matrix_add(launch, *, seed=None) -> None:
+    """Check a 2D kernel that adds two float32 matrices: ``out[row, col] = a[row, col] + b[row, col]``.
+
+    ``launch(out, a, b)`` launches the kernel on device arrays of shape (rows, columns). Shapes:
+    :func:`matrix_shapes` (1x1, one row, one column, non-square, large). Besides the general
+    checker's hints, recognises rows and columns swapped in the kernel (``row, col = cuda.grid(2)``):
+    such a kernel passes on square matrices and fails on the others.
+    """
+    require_callable(launch, "launch")
+    _run_2d("matrix add", launch, lambda a, b: a + b, _two_matrices, matrix_shapes(), seed)
+
+
+def grid_stride_cases() -> list[tuple[str, tuple[int, int, int]]]:
+    """(label, (n, blocks, threads)) for grid-stride kernels: always fewer threads than needed,
+    except in the first case, where there are more threads than elements."""
+    sms = gpu_info().multiprocessors or 4
+    large = (3001, 4, 64) if on_simulator() else ((1 << 24) + 3, 4 * sms, 256)
+    return [("fewer elements than threads", (50, 2, 32)), ("one element per thread", (64, 2, 32)),
+            ("many elements per thread", (1001, 3, 32)), ("large", large)]
+
+
+def _saxpy_inputs(case, rng):
+    n, blocks, threads = case
+    a = np.float32(rng.uniform(0.5, 2.0))
+    return (a, rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32),
+            blocks, threads)
+
+
+def _grid_stride_hint(launch) -> str | None:
+    """Launch a small fixed grid over more elements than threads and look at what was written."""
+    from numba import cuda
+
+    blocks, threads, n = 2, 32, 200
+    rng = np.random.default_rng(0)
+    x = cuda.to_device(rng.standard_normal(n, dtype=np.float32))
+    y = cuda.to_device(rng.standard_normal(n, dtype=np.float32))
+    out = poisoned(n)
+    try:
+        launch(out, np.float32(1.5), x, y, blocks, threads)
+        unwritten = is_poison(out.copy_to_host())
+    except Exception:  # noqa: BLE001 - the check's own failure already explains it
+        return None
+    covered = blocks * threads
+    if unwritten.all():  # nothing written: the general checker's hint ("not done yet") says it best
+        return None
+    if not unwritten[:covered].any() and unwritten[covered:].all():
+        return ("with 2 blocks of 32 threads and 200 elements, exactly the first 64 elements were "
+                "written: each thread did one element and stopped. In a grid-stride loop each thread "
+                "starts at `cuda.grid(1)` and steps by the number of threads in the whole grid, "
+                "`cuda.gridsize(1)`: `for i in range(cuda.grid(1), n, cuda.gridsize(1)):`.")
+    if unwritten.any():
+        return ("with a fixed grid of 2 blocks of 32 threads, some elements were skipped: the loop "
+                "must start at the thread's global index `cuda.grid(1)` (not `cuda.threadIdx.x`) and "
+                "step by the whole grid, `cuda.gridsize(1)` (= blocks x threads per block).")
+    return None
+
+
+def check_grid_stride(launch, *, seed=None) -> None:
+    """Check a grid-stride SAXPY: ``out = a * x + y`` with a fixed, small grid.
+
+    ``launch(out, a, x, y, blocks, threads)`` must launch ``blocks`` blocks of ``threads`` threads,
+    whatever the length of the arrays: the check hands it grids far smaller than the arrays (for
+    example 3 blocks of 32 threads for 1001 elements, and 4 x the number of SMs for the large case),
+    so each thread must loop. Recognises a kernel without the loop and a loop with the wrong start
+    or step.
+    """
+    require_callable(launch, "launch")
+    try:
+        check_kernel("grid-stride saxpy", launch, lambda a, x, y, blocks, threads: a * x + y,
+                     _saxpy_inputs, sizes=grid_stride_cases(), seed=seed)
+    except CheckFailed as failure:
+        raise _with_hint(failure, _grid_stride_hint(launch)) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebook 02: the memory hierarchy
+
+def strided_cases() -> list[tuple[str, tuple[int, int, int]]]:
+    """(label, (n, stride, offset)) for a strided copy ``out[i] = x[offset + i * stride]``."""
+    large = (1000, 3, 5) if on_simulator() else ((1 << 22) + 1, 3, 5)
+    return [("1 element", (1, 1, 0)), ("stride 1", (300, 1, 0)), ("stride 2 at offset 1", (300, 2, 1)),
+            ("stride 7 at offset 3", (300, 7, 3)), ("stride 32 at offset 31", (300, 32, 31)),
+            ("large: stride 3 at offset 5", large)]
+
+
+def _strided_inputs(case, rng):
+    n, stride, offset = case
+    # Exactly as long as the copy needs: reading one element too far is an error under the simulator.
+    return rng.standard_normal(offset + (n - 1) * stride + 1, dtype=np.float32), stride, offset
+
+
+def check_strided_copy(launch, *, seed=None) -> None:
+    """Check a strided copy: ``out[i] = x[offset + i * stride]`` for every ``i < out.size``.
+
+    ``launch(out, x, stride, offset)`` launches the kernel; ``x`` holds exactly
+    ``offset + (out.size - 1) * stride + 1`` elements, so the last element read is the last one of
+    ``x``. Cases: strides 1, 2, 7 and 32 with offsets 0 to 31, one element, and a large copy.
+    """
+    require_callable(launch, "launch")
+    check_kernel("strided copy", launch,
+                 lambda x, stride, offset: x[offset::stride],  # x ends at the last element read
+                 _strided_inputs, sizes=strided_cases(), seed=seed)
+
+
+def _matrix_and_weights(shape, rng):
+    return rng.standard_normal(shape, dtype=np.float32), rng.uniform(0.5, 2.0, shape[1]).astype(np.float32)
+
+
+def check_scale_columns(launch, *, name: str = "scale columns", seed=None) -> None:
+    """Check ``out[row, col] = x[row, col] * w[col]``: every column of a matrix scaled by its weight.
+
+    ``launch(out, x, w)`` launches the kernel; ``x`` and ``out`` have shape (rows, columns), ``w``
+    has one weight per column. Any mapping of threads to elements passes (one thread per element in
+    a 1D or 2D grid, or loops): this checks the result, and the notebook measures the access pattern.
+    Shapes: :func:`matrix_shapes`. ``name`` labels the printed line.
+    """
+    require_callable(launch, "launch")
+    _run_2d(name, launch, lambda x, w: x * w[None, :], _matrix_and_weights, matrix_shapes(), seed)
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebook 03: transpose
+
+def _tiles_not_transposed(a: np.ndarray, tile: int) -> np.ndarray:
+    """What a tiled transpose gives when tiles are moved to their transposed place but their
+    contents are copied unchanged (shape must be a multiple of the tile)."""
+    r, c = a.shape
+    blocks = a.reshape(r // tile, tile, c // tile, tile)  # [I, i, J, j]
+    return blocks.transpose(2, 1, 0, 3).reshape(c, r)  # out tile (J, I) = a tile (I, J), untransposed
+
+
+def _transpose_hint(launch, tile: int) -> str | None:
+    """Run the kernel on a square of 2 x 2 whole tiles and compare with the typical wrong outputs."""
+    from numba import cuda
+
+    a = np.arange(4 * tile * tile, dtype=np.float32).reshape(2 * tile, 2 * tile)  # exact in float32
+    out = poisoned(a.shape)
+    try:
+        launch(out, cuda.to_device(a))
+        got = out.copy_to_host()
+    except Exception:  # noqa: BLE001 - the check's own failure already explains it
+        return None
+    if np.array_equal(got, _tiles_not_transposed(a, tile)):
+        return ("every tile landed in its transposed place, but the elements inside each tile were "
+                "not transposed: when writing out, read the tile with its two indices swapped "
+                "(`tile[tx, ty + j]`, not `tile[ty + j, tx]`).")
+    if np.array_equal(got, a):
+        return ("on a square matrix the output equals the input: the kernel copies instead of "
+                "transposing. Element a[row, col] must go to out[col, row].")
+    return None
+
+
+def check_transpose(launch, tile: int = 32, *, name: str = "transpose", seed=None) -> None:
+    """Check a matrix transpose: ``out[col, row] = a[row, col]`` (float32, exact).
+
+    ``launch(out, a)`` launches the kernel; ``a`` has shape (rows, columns) and ``out`` (columns,
+    rows). ``tile`` is the side of the square tile the kernel works in (the shapes are chosen
+    around it: see :func:`transpose_shapes`); ``name`` labels the printed line. Each shape runs
+    twice, so a missing ``cuda.syncthreads()`` shows as results that change between runs (on a GPU)
+    or as ``SharedMemoryRace`` (under the simulator). Recognises tiles moved to their place but not
+    transposed inside, and kernels that copy instead of transposing.
+    """
+    require_callable(launch, "launch")
+    tile = require_positive_int(tile, "tile")
+    try:
+        check_kernel(name, launch, lambda a: a.T, lambda shape, rng: rng.standard_normal(shape, dtype=np.float32),
+                     sizes=transpose_shapes(tile), seed=seed)
+    except CheckFailed as failure:
+        raise _with_hint(failure, _transpose_hint(launch, tile)) from None
