@@ -1,0 +1,213 @@
+"""Epilogues: what a GEMM kernel does with its accumulators before they leave the chip.
+
+The protocol
+------------
+After the main loop, each thread of a block holds some accumulators of the block's
+``tile_m x tile_n`` output tile, in registers, in an order only cuBLASDx knows;
+``accumulator.map_fragment_index(i)`` says which (row, column) of the tile its i-th value is.
+An epilogue is three Numba device functions the kernel calls in three passes over those values,
+with a ``cuda.syncthreads()`` between passes, so that a pass may use what the previous pass
+gathered in shared memory:
+
+1. ``prepare(lrow, value, stats, args)``: optional; sees every in-bounds value first (a row-wise
+   epilogue gathers its row statistics here, e.g. the row maximum);
+2. ``store(out, bz, row, col, lrow, value, stats, args)``: required; writes the result of one value
+   to the output (``row``/``col`` are global, ``lrow`` is the row within the tile);
+3. ``finish(stats, bz, row0, tile_col, tid, m, args)``: optional; once per block, after all stores.
+
+``stats`` is a shared float32 array of ``2 * tile_m`` entries, set to (-inf, ..., 0, ...) before
+pass 1. ``args`` is a tuple the launcher passes through unchanged (scalars and arrays).
+Element-wise epilogues only need ``store``; the row softmax needs all three.
+
+Each factory returns an :class:`Epilogue`; its device functions are built on first use, so this
+module imports without Numba's CUDA target.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+ACTIVATIONS = ("identity", "relu", "sigmoid", "tanh", "gelu")
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """One epilogue: a name (part of the kernel's identity), how to build its device functions,
+    the output dtype, and the names of the arguments its launcher expects."""
+
+    name: str
+    build: object = field(compare=False, repr=False)  # () -> (prepare, store, finish)
+    out_dtype: str = "float32"
+    arg_names: tuple = ()
+    row_stats: bool = False  # uses the prepare/finish passes
+
+    def device_functions(self):
+        key = self.name
+        if key not in _BUILT:
+            _BUILT[key] = self.build()
+        return _BUILT[key]
+
+
+_BUILT: dict = {}
+
+
+def _noop_prepare():
+    from numba import cuda
+
+    @cuda.jit(device=True, inline="always")
+    def prepare(lrow, value, stats, args):
+        pass
+
+    return prepare
+
+
+def _noop_finish():
+    from numba import cuda
+
+    @cuda.jit(device=True, inline="always")
+    def finish(stats, bz, row0, tile_col, tid, m, args):
+        pass
+
+    return finish
+
+
+def identity() -> Epilogue:
+    """``out = acc`` (float32 or int32, as the accumulator)."""
+
+    def build():
+        from numba import cuda
+
+        @cuda.jit(device=True, inline="always")
+        def store(out, bz, row, col, lrow, value, stats, args):
+            out[bz, row, col] = value
+
+        return _noop_prepare(), store, _noop_finish()
+
+    return Epilogue("identity", build, "accumulator")
+
+
+def linear() -> Epilogue:
+    """``out = alpha * acc + beta * C + gamma * bias[row]``: args ``(alpha, beta, gamma, c, bias)``."""
+
+    def build():
+        from numba import cuda
+
+        @cuda.jit(device=True, inline="always")
+        def store(out, bz, row, col, lrow, value, stats, args):
+            alpha, beta, gamma, c, bias = args
+            out[bz, row, col] = alpha * value + beta * c[bz, row, col] + gamma * bias[row]
+
+        return _noop_prepare(), store, _noop_finish()
+
+    return Epilogue("linear", build, "float32", ("alpha", "beta", "gamma", "c", "bias"))
+
+
+def bias_activation(activation: str) -> Epilogue:
+    """``out = f(acc + bias[row])`` with f one of relu, sigmoid, tanh, gelu (tanh form, as cuBLASLt)
+    or identity: args ``(bias,)``. The bias has one value per output row, as cuBLASLt's."""
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+
+    def build():
+        from numba import cuda
+
+        k0 = math.sqrt(2.0 / math.pi)
+
+        @cuda.jit(device=True, inline="always")
+        def act(x):
+            if activation == "relu":
+                return max(x, 0.0)
+            if activation == "sigmoid":
+                return 1.0 / (1.0 + math.exp(-x))
+            if activation == "tanh":
+                return math.tanh(x)
+            if activation == "gelu":
+                return 0.5 * x * (1.0 + math.tanh(k0 * (x + 0.044715 * x * x * x)))
+            return x
+
+        @cuda.jit(device=True, inline="always")
+        def store(out, bz, row, col, lrow, value, stats, args):
+            bias = args[0]
+            x = value + bias[row]
+            out[bz, row, col] = act(x)
+
+        return _noop_prepare(), store, _noop_finish()
+
+    return Epilogue(f"bias_{activation}", build, "float32", ("bias",))
+
+
+def quantize() -> Epilogue:
+    """int32 accumulator to int8: ``q = clamp(floor(acc * scale + 0.5) + zero_point, -128, 127)``,
+    computed in float64 so that the result is exact: args ``(scale, zero_point)``."""
+
+    def build():
+        from numba import cuda
+
+        @cuda.jit(device=True, inline="always")
+        def store(out, bz, row, col, lrow, value, stats, args):
+            scale, zero_point = args
+            q = math.floor(float(value) * scale + 0.5) + zero_point
+            q = min(max(q, -128.0), 127.0)
+            out[bz, row, col] = int(q)
+
+        return _noop_prepare(), store, _noop_finish()
+
+    return Epilogue("quantize_int8", build, "int8", ("scale", "zero_point"))
+
+
+def row_softmax_partial(tile_m: int) -> Epilogue:
+    """First half of a row softmax fused into the GEMM: args ``(alpha, row_max, row_sum)``.
+
+    Each block sees only ``tile_n`` columns of a row, so it cannot normalise; it writes
+    ``exp(alpha * acc - m_b)`` with ``m_b`` the maximum over *its* columns, and stores ``m_b`` and
+    ``s_b = sum exp(alpha * acc - m_b)`` in ``row_max[bz, row, tile_col]``/``row_sum[...]``.
+    :func:`kernel_lab.tensor_cores.gemm.softmax_finish` then rescales each block's columns by
+    ``exp(m_b - M) / S`` with ``M = max_b m_b`` and ``S = sum_b s_b exp(m_b - M)``: one more read and
+    write of the output instead of the three passes of a separate softmax.
+
+    The sums use shared-memory atomics, whose order varies from run to run: results may differ in
+    the last bit between runs (check with ``rerun=False``).
+    """
+
+    def build():
+        from numba import cuda
+
+        @cuda.jit(device=True, inline="always")
+        def prepare(lrow, value, stats, args):
+            alpha = args[0]
+            cuda.atomic.max(stats, lrow, alpha * value)
+
+        @cuda.jit(device=True, inline="always")
+        def store(out, bz, row, col, lrow, value, stats, args):
+            alpha = args[0]
+            e = math.exp(alpha * value - stats[lrow])
+            out[bz, row, col] = e
+            cuda.atomic.add(stats, tile_m + lrow, e)
+
+        @cuda.jit(device=True, inline="always")
+        def finish(stats, bz, row0, tile_col, tid, m, args):
+            row_max, row_sum = args[1], args[2]
+            if tid < tile_m and row0 + tid < m:
+                row_max[bz, row0 + tid, tile_col] = stats[tid]
+                row_sum[bz, row0 + tid, tile_col] = stats[tile_m + tid]
+
+        return prepare, store, finish
+
+    return Epilogue(f"row_softmax_partial_{tile_m}", build, "float32", ("alpha", "row_max", "row_sum"),
+                    row_stats=True)
+
+
+def by_name(name: str, tile_m: int = 128) -> Epilogue:
+    """Rebuild an epilogue from its name (for worker processes that compile ahead of time)."""
+    if name == "identity":
+        return identity()
+    if name == "linear":
+        return linear()
+    if name == "quantize_int8":
+        return quantize()
+    if name.startswith("bias_"):
+        return bias_activation(name[len("bias_"):])
+    if name.startswith("row_softmax_partial"):
+        return row_softmax_partial(tile_m)
+    raise ValueError(f"unknown epilogue {name!r}")
