@@ -9,11 +9,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-# A machine without network: install carried wheels (.whl/) into /tmp/site when present.
+# A machine without network: install the carried wheels (.whl/) into this Python when present.
+# (Into the environment itself, not a --target folder: cuda.pathfinder looks for libmathdx and
+# the CCCL headers under the environment's own nvidia/ folder.)
 if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
+  python3 -m pip install -q --no-index --find-links .whl nvmath-python nvidia-libmathdx-cu13 \
+    nvidia-cuda-cccl nbval nbclient ipykernel "numpy<2.5" || exit 1
 fi
 export PYTHONPATH=$PWD/utilities:${PYTHONPATH:-}
 export PYTHONUNBUFFERED=1

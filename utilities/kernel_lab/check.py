@@ -234,7 +234,7 @@ def _hints(got, ref, wrong, unwritten, guard_written, shape) -> list[str]:
         elif np.allclose(g.reshape(shape[::-1]).T, ref, rtol=1e-3, atol=1e-6 * (np.abs(ref).max() + 1)):
             hints.append("The output holds the right values in column-major order: the flat index was "
                          "computed as `col * n_rows + row` instead of `row * n_cols + col`.")
-    if not n_unwritten and wrong.all() and got.dtype.kind in "fc":
+    if not n_unwritten and wrong.all() and got.size > 1 and got.dtype.kind in "fc":
         g, r = got.astype(np.float64).ravel(), ref.ravel()
         denom = float(r @ r)
         if denom > 0:
