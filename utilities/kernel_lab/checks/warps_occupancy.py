@@ -509,7 +509,7 @@ def sm_limits_of_this_gpu() -> SMLimits:
     dev = cuda.get_current_device()
     reserved = int(getattr(dev, "RESERVED_SHARED_MEMORY_PER_BLOCK", 1024))
     smem = int(dev.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
-    return SMLimits(gpu_info().name, cc, int(dev.MAX_THREADS_PER_MULTI_PROCESSOR),
+    return SMLimits(gpu_info().name, cc, int(dev.MAX_THREADS_PER_MULTIPROCESSOR),
                     int(dev.MAX_BLOCKS_PER_MULTIPROCESSOR), smem, smem - reserved,
                     smem_alloc_unit=128 if cc >= (8, 0) else 256, smem_reserved_per_block=reserved,
                     regs_per_sm=int(dev.MAX_REGISTERS_PER_MULTIPROCESSOR),
