@@ -230,9 +230,19 @@ class CodegenCache:
         return seen
 
     def _materialize_deps(self, handle):
-        for ref in self._refs(handle):
-            if ref != handle:
-                self.materialize(ref)
+        refs = [ref for ref in self._refs(handle) if ref != handle]
+        # Virtual tensors first, all in one call: libmathdx finalizes a batch of tensors in one
+        # NVRTC run (about the time of one), where one call per tensor pays that time per tensor.
+        tensors = sorted(r for r in refs if self.virtual.get(r, ("",))[0] == "tensor")
+        if len(tensors) > 1:
+            t0 = time.perf_counter()
+            self.orig["cublasdx_finalize_tensors"](len(tensors), tensors)
+            for t in tensors:
+                self.virtual.pop(t, None)
+                self.virtual_traits.pop(t, None)
+            self.seconds_generating += time.perf_counter() - t0
+        for ref in refs:
+            self.materialize(ref)
 
     def materialize_args(self, args):
         for value in _ints_in(args):

@@ -4,7 +4,8 @@ The protocol
 ------------
 After the main loop, each thread of a block holds some accumulators of the block's
 ``tile_m x tile_n`` output tile, in registers, in an order only cuBLASDx knows;
-``accumulator.map_fragment_index(i)`` says which (row, column) of the tile its i-th value is.
+``frag_coords(i)`` (from :mod:`kernel_lab.tensor_cores.fragments`) says which (row, column) of the
+tile its i-th value is.
 An epilogue is three Numba device functions the kernel calls in three passes over those values,
 with a ``cuda.syncthreads()`` between passes, so that a pass may use what the previous pass
 gathered in shared memory:

@@ -6,8 +6,11 @@ Two kernel families, both compiled once per machine and configuration:
     One thread block computes a ``tile_m x tile_n`` tile of ``out = epilogue(A @ B)``. Its threads
     copy ``tile_m x tile_k`` of A and ``tile_k x tile_n`` of B from global to shared memory
     themselves (bounds-checked, zero-filled past the edges, so every M, N, K works), and call
-    cuBLASDx's block-level ``MM.execute(smem_a, smem_b, accumulator)``, which runs the tensor-core
-    instructions and keeps the accumulators in registers. Shared-memory tiles use cuBLASDx's plain
+    cuBLASDx's block-level ``MM.execute(smem_a, smem_b, c)``, which runs the tensor-core
+    instructions and accumulates into ``c``, a register fragment (``get_layout_rmem_c``). Which
+    (row, column) each register holds comes from ``fragments.partition_functions`` (nvmath 1.0's
+    ``map_fragment_index`` describes the *suggested* layouts' partition, not the plain layouts'
+    that the kernel uses: see ``fragments``). Shared-memory tiles use cuBLASDx's plain
     layouts (``get_layout_smem_a/b``: row-major A, row-major B or K-major B for integers). With ``prefetch`` the next K slice is loaded into registers while
     the tensor cores work. Sizes are runtime arguments and the grid covers the problem, so one
     compiled kernel serves every shape of the same dtypes; batches are the grid's z dimension.
@@ -37,11 +40,12 @@ import numpy as np
 
 from . import configs as _configs
 from . import epilogues as _epilogues
+from . import fragments as _fragments
 from . import validate as _validate
 from .configs import GemmConfig, PipelineConfig
 from .precisions import host_dtype, matmul_precision
 
-KERNEL_VERSION = "06.1"  # part of every tuner cache key: bump it when a kernel changes
+KERNEL_VERSION = "06.2"  # part of every tuner cache key: bump it when a kernel changes
 
 
 def _nvmath():
@@ -81,6 +85,15 @@ def _bits_view(arr, prec):
     return arr.view(want)
 
 
+def launch_types(dispatcher, args) -> tuple:
+    """The Numba types a launch of ``dispatcher`` gives ``args``.
+
+    Uses the CUDA target's own ``typeof`` (through the dispatcher), which knows the types that
+    nvmath-python registers there (``DevicePipeline``); ``numba.typeof`` does not.
+    """
+    return tuple(dispatcher.typeof_pyval(a) for a in args)
+
+
 class CompiledKernel:
     """Shared plumbing: compile timing and the Numba dispatcher."""
 
@@ -89,13 +102,10 @@ class CompiledKernel:
 
     def _compile_now(self, args):
         """Compile for these launch arguments and record how long it took (idempotent)."""
-        import numba
-
         if self.compile_seconds is not None:
             return
         t0 = time.perf_counter()
-        types = tuple(numba.typeof(a) for a in args)
-        self.dispatcher.compile(types)
+        self.dispatcher.compile(launch_types(self.dispatcher, args))
         self.compile_seconds = time.perf_counter() - t0
 
 
@@ -104,7 +114,8 @@ class CompiledKernel:
 
 
 @functools.lru_cache(maxsize=None)
-def _build_block_kernel(cfg: GemmConfig, epilogue: _epilogues.Epilogue, operand_a: str):
+def _build_block_kernel(cfg: GemmConfig, epilogue: _epilogues.Epilogue, operand_a: str,
+                        fragment: str = "registers"):
     from numba import cuda
 
     nd, ndc = _nvmath()
@@ -117,6 +128,9 @@ def _build_block_kernel(cfg: GemmConfig, epilogue: _epilogues.Epilogue, operand_
                    block_size=cfg.threads, static_block_dim=True, alignment=(16, 16, 16))
     if MM.block_size != cfg.threads:
         raise RuntimeError(f"cuBLASDx chose a block of {MM.block_dim} for {cfg.label()}; expected {cfg.threads} threads")
+    # First (compile time): generates the fragment's coordinate map, finalizing the three tensor
+    # descriptions the kernel uses in one NVRTC run; see fragments.generate.
+    frag_coords, thread_active = _fragments.partition_functions(MM)
     layout_a = MM.get_layout_smem_a()
     layout_b = MM.get_layout_smem_b()
     if layout_a.cosize != cfg.a_elems or layout_b.cosize != cfg.b_elems:
@@ -244,23 +258,43 @@ def _build_block_kernel(cfg: GemmConfig, epilogue: _epilogues.Epilogue, operand_
                 c = idx - r * TN
                 store_b(sb, r, c, rb[j])
 
-    def kernel(a, b, out, m, n, k, geo, args):
-        smem_bits = cuda.shared.array(shape=(S_ELEMS,), dtype=SMEM_BITS, alignment=16)
-        stats = cuda.shared.array(shape=(TWO_TM,), dtype=np.float32)
-        smem = smem_bits.view(VALUE)
-        sa = ndc.make_tensor(smem[:A_ELEMS], MM.get_layout_smem_a())
-        sb = ndc.make_tensor(smem[A_ELEMS:], MM.get_layout_smem_b())
-        sa_bits = smem_bits[:A_ELEMS]
-        sb_bits = smem_bits[A_ELEMS:]
-        tid = cuda.threadIdx.x
-        row0 = cuda.blockIdx.x * TM
-        col0 = cuda.blockIdx.y * TN
-        bz = cuda.blockIdx.z
-        for i in range(tid, TWO_TM, NT):
-            stats[i] = NEG_INF if i < TM else np.float32(0)
+    # The results: a plain register fragment C (``get_layout_rmem_c``) that ``execute`` accumulates
+    # into (C += A B), zeroed by our own loop; its partition matches the plain shared-memory layouts
+    # of A and B. ``fragments`` maps its register i to (row, col) of the tile (nvmath's
+    # ``map_fragment_index`` answers for the *suggested* partition: wrong for these layouts).
+    # fragment="accumulator" uses nvmath's accumulator object instead (more generated device
+    # functions, so a slower first compile); kept as a cross-check.
+    layout_c = MM.get_layout_rmem_c()
+    FRAG = layout_c.size
+    if layout_c.cosize != FRAG:
+        raise RuntimeError(f"cuBLASDx's register fragment has {layout_c.cosize} slots for {FRAG} values ({cfg.label()})")
+    ACCUMULATOR = fragment == "accumulator"
+    ACC_T = acc_np
+
+    @cuda.jit(device=True, inline="always")
+    def epilogue_passes(cbuf, out, bz, row0, col0, m, n, tid, stats, args):
+        # pass 1: row statistics (row-wise epilogues only)
+        active = thread_active()
+        if active:
+            for i in range(FRAG):
+                lr, lc = frag_coords(i)
+                if row0 + lr < m and col0 + lc < n:
+                    prepare(lr, cbuf[i], stats, args)
+        cuda.syncthreads()
+        # pass 2: the stores
+        if active:
+            for i in range(FRAG):
+                lr, lc = frag_coords(i)
+                if row0 + lr < m and col0 + lc < n:
+                    store(out, bz, row0 + lr, col0 + lc, lr, cbuf[i], stats, args)
+        cuda.syncthreads()
+        finish(stats, bz, row0, cuda.blockIdx.y, tid, m, args)
+
+    @cuda.jit(device=True, inline="always")
+    def main_loop(sa, sb, sa_bits, sb_bits, acc, a, b, bz, row0, col0, m, n, k, tid, geo):
+        """acc += A[row0:, :] @ B[:, col0:], tile_k columns at a time through shared memory."""
         ra = cuda.local.array(A_PER_THREAD, dtype=A_BITS)
         rb = cuda.local.array(B_PER_THREAD, dtype=SMEM_BITS)
-        acc = MM.get_accumulator()
         load_regs(ra, rb, a, b, bz, row0, col0, 0, m, n, k, tid, geo)
         store_regs(ra, rb, sa_bits, sb_bits, tid)
         cuda.syncthreads()
@@ -275,24 +309,47 @@ def _build_block_kernel(cfg: GemmConfig, epilogue: _epilogues.Epilogue, operand_
                     load_regs(ra, rb, a, b, bz, row0, col0, k0 + TK, m, n, k, tid, geo)
                 store_regs(ra, rb, sa_bits, sb_bits, tid)
                 cuda.syncthreads()
-        frag = acc.get_results()
-        active = acc.is_thread_active()
-        # pass 1: row statistics (row-wise epilogues only)
-        if active:
-            for i in range(frag.layout.size):
-                lr, lc = acc.map_fragment_index(i)
-                if row0 + lr < m and col0 + lc < n:
-                    prepare(lr, frag[i], stats, args)
-        cuda.syncthreads()
-        # pass 2: the stores
-        if active:
-            for i in range(frag.layout.size):
-                lr, lc = acc.map_fragment_index(i)
-                if row0 + lr < m and col0 + lc < n:
-                    store(out, bz, row0 + lr, col0 + lc, lr, frag[i], stats, args)
-        cuda.syncthreads()
-        finish(stats, bz, row0, cuda.blockIdx.y, tid, m, args)
 
+    def kernel_registers(a, b, out, m, n, k, geo, args):
+        smem_bits = cuda.shared.array(shape=(S_ELEMS,), dtype=SMEM_BITS, alignment=16)
+        stats = cuda.shared.array(shape=(TWO_TM,), dtype=np.float32)
+        smem = smem_bits.view(VALUE)
+        sa = ndc.make_tensor(smem[:A_ELEMS], MM.get_layout_smem_a())
+        sb = ndc.make_tensor(smem[A_ELEMS:], MM.get_layout_smem_b())
+        tid = cuda.threadIdx.x
+        row0 = cuda.blockIdx.x * TM
+        col0 = cuda.blockIdx.y * TN
+        bz = cuda.blockIdx.z
+        for i in range(tid, TWO_TM, NT):
+            stats[i] = NEG_INF if i < TM else np.float32(0)
+        cbuf = cuda.local.array(FRAG, dtype=ACC_T, alignment=16)
+        for i in range(FRAG):
+            cbuf[i] = ACC_T(0)
+        acc = ndc.make_tensor(cbuf, MM.get_layout_rmem_c())
+        main_loop(sa, sb, smem_bits[:A_ELEMS], smem_bits[A_ELEMS:], acc, a, b, bz, row0, col0, m, n, k, tid, geo)
+        epilogue_passes(cbuf, out, bz, row0, col0, m, n, tid, stats, args)
+
+    def kernel_accumulator(a, b, out, m, n, k, geo, args):
+        smem_bits = cuda.shared.array(shape=(S_ELEMS,), dtype=SMEM_BITS, alignment=16)
+        stats = cuda.shared.array(shape=(TWO_TM,), dtype=np.float32)
+        smem = smem_bits.view(VALUE)
+        sa = ndc.make_tensor(smem[:A_ELEMS], MM.get_layout_smem_a())
+        sb = ndc.make_tensor(smem[A_ELEMS:], MM.get_layout_smem_b())
+        tid = cuda.threadIdx.x
+        row0 = cuda.blockIdx.x * TM
+        col0 = cuda.blockIdx.y * TN
+        bz = cuda.blockIdx.z
+        for i in range(tid, TWO_TM, NT):
+            stats[i] = NEG_INF if i < TM else np.float32(0)
+        acc = MM.get_accumulator()
+        main_loop(sa, sb, smem_bits[:A_ELEMS], smem_bits[A_ELEMS:], acc, a, b, bz, row0, col0, m, n, k, tid, geo)
+        frag = acc.get_results()  # a register fragment in the plain layout (get_layout_rmem_c)
+        fbuf = cuda.local.array(FRAG, dtype=ACC_T)
+        for i in range(FRAG):
+            fbuf[i] = frag[i]
+        epilogue_passes(fbuf, out, bz, row0, col0, m, n, tid, stats, args)
+
+    kernel = kernel_accumulator if ACCUMULATOR else kernel_registers
     return MM, cuda.jit(kernel, launch_bounds=(NT, 1)), acc_np
 
 
@@ -303,19 +360,27 @@ class BlockGemm(CompiledKernel):
     C-contiguous GPU arrays (a batch stride of 0, e.g. ``cupy.broadcast_to``, shares an operand
     across the batch). ``precision`` is the input format: float16, bfloat16, tf32 (float32
     arrays), int8, or int4 (B packed two per byte along N, ``references.pack_int4``).
+
+    ``fragment`` says how the kernel holds its results: ``"registers"`` (default: a plain register
+    tensor that ``execute`` accumulates into) or ``"accumulator"`` (nvmath's accumulator object;
+    same results, more generated code, kept as a cross-check).
     """
 
     def __init__(self, config: GemmConfig | None = None, epilogue: _epilogues.Epilogue | None = None, *,
-                 operand_a: str = "matrix"):
+                 operand_a: str = "matrix", fragment: str = "registers"):
         self.config = config or GemmConfig()
         problems = self.config.problems()
         if problems:
             raise _validate.GemmArgumentError(f"invalid configuration {self.config.label()}: " + "; ".join(problems))
         if operand_a not in ("matrix", "im2col"):
             raise _validate.GemmArgumentError(f"operand_a must be 'matrix' or 'im2col', got {operand_a!r}")
+        if fragment not in ("registers", "accumulator"):
+            raise _validate.GemmArgumentError(f"fragment must be 'registers' or 'accumulator', got {fragment!r}")
         self.epilogue = epilogue or _epilogues.identity()
         self.operand_a = operand_a
-        self.MM, self.dispatcher, self.acc_dtype = _build_block_kernel(self.config, self.epilogue, operand_a)
+        self.fragment = fragment
+        self.MM, self.dispatcher, self.acc_dtype = _build_block_kernel(self.config, self.epilogue, operand_a,
+                                                                       fragment)
         self.compile_seconds = None
 
     @property
@@ -438,6 +503,8 @@ def _build_pipeline_kernel(cfg: PipelineConfig, epilogue: _epilogues.Epilogue):
         row0 = cuda.blockIdx.x * TM
         col0 = cuda.blockIdx.y * TN
         tile = device_pipeline.get_tile(smem, cuda.blockIdx.x, cuda.blockIdx.y)
+        # A *suggested* accumulator: nvmath's map_fragment_index and is_thread_active describe the
+        # suggested partition, so here (unlike the block GEMM's plain layouts) they are the right ones.
         acc = MM.suggest_accumulator()
         tile.execute(acc)
         frag = acc.get_results()
@@ -462,10 +529,9 @@ def _build_pipeline_kernel(cfg: PipelineConfig, epilogue: _epilogues.Epilogue):
 
 def set_max_dynamic_shared_memory(dispatcher, args, nbytes: int):
     """Allow a kernel more than 48 KB of dynamic shared memory (compiles it for ``args`` first)."""
-    import numba
     from cuda.bindings import driver as drv
 
-    compiled = dispatcher.compile(tuple(numba.typeof(a) for a in args))
+    compiled = dispatcher.compile(launch_types(dispatcher, args))
     cufunc = compiled.library.get_cufunc()
     attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     handle = cufunc.handle

@@ -77,3 +77,25 @@ def matmul_precision(name: str):
         return (ml_dtypes.bfloat16, ml_dtypes.bfloat16, np.float32)
     return {"float16": (np.float16, np.float16, np.float32), "tf32": (tfloat32, tfloat32, np.float32),
             "int8": (np.int8, np.int8, np.int32), "int4": (np.int8, np.int8, np.int32)}[name]
+
+
+def to_device(x):
+    """Copy a host array to the GPU as a Numba device array, bfloat16 included.
+
+    Numba's ``cuda.to_device`` copies through Python's buffer protocol, which does not know
+    ml_dtypes' bfloat16 (``ValueError: cannot include dtype 'E' in a buffer``). The bits are the
+    same as uint16's: copy those, then view the device array as bfloat16 again (no conversion).
+    """
+    from numba import cuda
+
+    x = np.ascontiguousarray(x)
+    if x.dtype.name == "bfloat16":
+        return cuda.to_device(x.view(np.uint16)).view(x.dtype)
+    return cuda.to_device(x)
+
+
+def to_host(d):
+    """Copy a Numba device array back to a NumPy array, bfloat16 included (see :func:`to_device`)."""
+    if d.dtype.name == "bfloat16":
+        return d.view(np.uint16).copy_to_host().view(d.dtype)
+    return d.copy_to_host()
