@@ -27,7 +27,7 @@ python3 -m kernel_lab.exercises
 if [ -n "${OUT:-}" ]; then  # before the tests, so a run cut short still returns the new outputs
   tar czf "$OUT/solutions.tar.gz" solutions course
 fi
-# PYTEST_ARGS narrows the run, e.g. PYTEST_ARGS="--ignore=solutions/06-tensor-cores".
+# PYTEST_ARGS narrows the run, e.g. PYTEST_ARGS="--ignore=solutions/01-gpu-in-practice".
 python3 -m pytest -p no:randomly ${PYTEST_ARGS:-} 2>&1 | tee "$logs/pytest.log"
 test_rc=${PIPESTATUS[0]}
 echo "store_outputs exit $store_rc, pytest exit $test_rc"
