@@ -414,41 +414,73 @@ def case_conv(implicit):
     return kernel, check, bench
 
 
-def case_pipeline(prec):
+def case_pipeline(prec, depth=3, epilogue_name="identity"):
     import cupy as cp
     import numpy as np
 
-    from kernel_lab.tensor_cores import gemm, references as ref
+    from kernel_lab.tensor_cores import epilogues, gemm, references as ref
     from kernel_lab.tensor_cores.configs import PipelineConfig
 
-    cfg = PipelineConfig(128, 128, 64 if prec == "int8" else 32, 128, prec, 3)
-    kernel = gemm.PipelineGemm(cfg)
+    cfg = PipelineConfig(128, 128, 64 if prec == "int8" else 32, 128, prec, depth)
+    kernel = gemm.PipelineGemm(cfg, epilogues.by_name(epilogue_name, cfg.tile_m))
     dt = np.int8 if prec == "int8" else np.float16
 
     def run(m, n, k):
         a, b_t = _randn((m, k), dt), _randn((n, k), dt)
         out = cp.empty((m, n), kernel.out_dtype)
-        return a, b_t, out
+        out.fill(-7 if prec == "int8" and epilogue_name == "identity" else float("nan"))  # poison
+        extra = (_randn((m,), np.float32),) if epilogue_name.startswith("bias_") else ()
+        return a, b_t, out, extra
 
     def check():
         m, n, k = CHECK["m"], CHECK["n"], CHECK["k"]
-        a, b_t, out = run(m, n, k)
-        kernel(a, b_t, out)
+        a, b_t, out, extra = run(m, n, k)
+        kernel(a, b_t, out, *extra)
         want = ref.gemm(cp.asnumpy(a), cp.asnumpy(b_t).T)
-        check_result(f"{prec} pipeline", cp.asnumpy(out), want, fmt="int32" if prec == "int8" else "float16", k=k)
+        if extra:
+            want = ref.bias_activation(want, cp.asnumpy(extra[0]), epilogue_name[5:])
+        fmt = "int32" if prec == "int8" and not extra else ("float32" if prec == "int8" else "float16")
+        check_result(f"{prec} pipeline {epilogue_name}", cp.asnumpy(out), want, fmt=fmt, k=k)
         return "correct"
 
     def bench():
         m, n, k = BENCH["m"], BENCH["n"], BENCH["k"]
-        a, b_t, out = run(m, n, k)
-        ours = kernel.launcher(a, b_t, out)
+        a, b_t, out, extra = run(m, n, k)
+        ours = kernel.launcher(a, b_t, out, *extra)
+        b = cp.ascontiguousarray(b_t.T)
         if prec == "float16":
-            b = cp.ascontiguousarray(b_t.T)
-            return ours, "cuBLAS (cupy.matmul)", lambda: cp.matmul(a, b), 2 * m * n * k
-        name, peer = _peer("int8", "identity", a, cp.ascontiguousarray(b_t.T), (), None)
+            name, peer = _peer("float16", epilogue_name, a, b, extra, None)
+            return ours, name, peer, 2 * m * n * k
+        name, peer = _peer("int8", "identity", a, b, (), None)
         return ours, name, peer, 2 * m * n * k
 
     return kernel, check, bench
+
+
+def case_int8_peers():
+    """Not our kernel: the int8 GEMMs a user could call, side by side (torch and nvmath/cuBLASLt)."""
+    import cupy as cp
+    import numpy as np
+
+    class Nothing:
+        compile_seconds = 0.0
+        dispatcher = None
+
+    def check():
+        return "n/a"
+
+    def bench():
+        m, n, k = BENCH["m"], BENCH["n"], BENCH["k"]
+        a = _randn((m, k), np.int8)
+        b = cp.ascontiguousarray(_randn((n, k), np.int8).T)
+        import nvmath
+
+        c = nvmath.linalg.advanced.matmul(a, b)  # raises if cuBLASLt has no int8 path for this layout
+        torch_name, torch_fn = _peer("int8", "identity", a, b, (), None)
+        return torch_fn, f"nvmath.linalg.advanced.matmul int8 -> {c.dtype}", \
+            lambda: nvmath.linalg.advanced.matmul(a, b), 2 * m * n * k
+
+    return Nothing(), check, bench
 
 
 CASES = {
@@ -469,6 +501,10 @@ CASES = {
     "conv_implicit": lambda: case_conv(True),
     "pipeline_int8": lambda: case_pipeline("int8"),
     "pipeline_fp16": lambda: case_pipeline("float16"),
+    "pipeline_fp16_bias_gelu": lambda: case_pipeline("float16", epilogue_name="bias_gelu"),
+    "int8_peers": case_int8_peers,
+    "pipeline_int8_d6": lambda: case_pipeline("int8", depth=6),
+    "pipeline_fp16_d6": lambda: case_pipeline("float16", depth=6),
 }
 # The default run: short, and decisive about the block GEMM's result mapping (fp16 and int8, whose
 # register partitions differ), an epilogue, the pipeline API, and the same fp16 GEMM through
@@ -479,19 +515,23 @@ CORE = ("block_fp16", "block_int8", "epi_bias_relu", "pipeline_int8", "block_fp1
 # ---------------------------------------------------------------------------------------------
 
 
-def _compile_case(name):
-    """Worker: build one case and compile it (through its check's first launch shapes)."""
+def _compile_case(name, part="check"):
+    """Worker: build one case and compile it, through its check's launch ("check") or, for the
+    pipeline GEMMs, which compile once per global shape, through the benchmark's ("bench")."""
     import kernel_lab  # noqa: F401
 
     t0 = time.perf_counter()
     try:
         kernel, check, bench = CASES[name]()
-        check()  # compiles, then runs the small check once (also validates the worker's result)
+        if part == "check":
+            check()  # compiles, then runs the small check once (also validates the worker's result)
+        else:
+            bench()  # builds the launcher at the benchmark's shape: compiles for it
         from kernel_lab.tensor_cores import codegen_cache
 
-        return name, time.perf_counter() - t0, None, codegen_cache.stats()
+        return name, part, time.perf_counter() - t0, None, codegen_cache.stats()
     except Exception:  # noqa: BLE001
-        return name, time.perf_counter() - t0, traceback.format_exc(), {}
+        return name, part, time.perf_counter() - t0, traceback.format_exc(), {}
 
 
 def _median_ms(fn, repeat=10):
@@ -509,6 +549,8 @@ def main():
                         help=f"comma-separated case names, or 'all' (default: {','.join(CORE)})")
     parser.add_argument("--cache-dir", default="", help="KERNEL_LAB_CACHE_DIR (default: a fresh temporary folder)")
     parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--compile-only", action="store_true",
+                        help="phase 1 only: fill the code-generation cache (and run the small checks)")
     args = parser.parse_args()
     names = list(CASES) if args.only.strip() == "all" else [n for n in args.only.split(",") if n]
     unknown = [n for n in names if n not in CASES]
@@ -535,21 +577,23 @@ def main():
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    workers = args.workers or max(1, min(len(names), (os.cpu_count() or 2) - 2, 16))
+    workers = args.workers or max(1, min(len(names) + 4, (os.cpu_count() or 2) - 1, 16))
     log(f"phase 1: first compile of {len(names)} cases in {workers} worker processes (empty cache)")
     t1 = time.time()
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
     try:
-        futures = {pool.submit(_compile_case, n): n for n in names}
+        jobs = [(n, "check") for n in names] + [(n, "bench") for n in names if n.startswith("pipeline")]
+        futures = {pool.submit(_compile_case, n, part): n for n, part in jobs}
         for fut in as_completed(futures, timeout=max(30.0, deadline - time.time() - 120)):
-            name, seconds, error, stats = fut.result()
-            rows[name]["first_compile_s"] = round(seconds, 1)
-            rows[name]["first_compile_stats"] = stats
+            name, part, seconds, error, stats = fut.result()
+            key = "first_compile" if part == "check" else "first_compile_bench_shape"
+            rows[name][f"{key}_s"] = round(seconds, 1)
+            rows[name][f"{key}_stats"] = stats
             if error:
-                rows[name]["first_compile_error"] = error
-                log(f"[{name}] FAILED in the worker after {seconds:.0f} s:\n{error}")
+                rows[name][f"{key}_error"] = error
+                log(f"[{name}] ({part}) FAILED in the worker after {seconds:.0f} s:\n{error}")
             else:
-                log(f"[{name}] first compile + small check: {seconds:.0f} s, codegen {stats}")
+                log(f"[{name}] first compile ({part} shape): {seconds:.0f} s, codegen {stats}")
             _save_json(out_dir, rows)
     except Exception:  # noqa: BLE001 - timeouts or a broken pool: phase 2 still runs
         log("phase 1 did not finish:\n" + traceback.format_exc())
@@ -562,6 +606,13 @@ def main():
                 log(f"stopping worker process {proc.pid} (still running at the phase-1 deadline)")
                 proc.terminate()
     log(f"phase 1 took {time.time() - t1:.0f} s")
+
+    if args.compile_only:
+        failed = [n for n in names if any(k.endswith("_error") for k in rows[n])]
+        log(f"compile-only: {len(names) - len(failed)} of {len(names)} cases compiled and checked"
+            + (f"; failed: {', '.join(failed)}" if failed else ""))
+        _save_json(out_dir, rows)
+        return 1 if failed else 0
 
     # Phase 2: cached compile (this process), check, benchmark.
     from kernel_lab.tensor_cores import codegen_cache
@@ -597,8 +648,15 @@ def main():
                         row["vs_peer"] = round(pms / ms, 2)
                     except Exception as exc:  # noqa: BLE001 - a failing peer does not fail our kernel
                         row["peer"] = f"{peer_name} FAILED: {type(exc).__name__}: {exc}"[:200]
+            try:  # registers and local memory (spills) per thread of the compiled kernel(s)
+                regs = kernel.dispatcher.get_regs_per_thread()
+                lmem = kernel.dispatcher.get_local_mem_per_thread()
+                row["regs"] = sorted(set(regs.values())) if isinstance(regs, dict) else regs
+                row["local_mem"] = sorted(set(lmem.values())) if isinstance(lmem, dict) else lmem
+            except Exception as exc:  # noqa: BLE001
+                row["regs"] = f"unavailable: {type(exc).__name__}"
             row["status"] = "ok"
-            log(f"[{name}] {json.dumps({k: v for k, v in row.items() if k not in ('first_compile_stats',)})}")
+            log(f"[{name}] {json.dumps({k: v for k, v in row.items() if not k.endswith('_stats')})}")
         except Exception:  # noqa: BLE001
             row["status"] = "FAILED"
             row["error"] = traceback.format_exc()

@@ -272,3 +272,18 @@ def test_check_kernel_adds_an_exercise_specific_hint():
     with pytest.raises(kl.CheckFailed, match="Hint: each thread did one element only"):
         kl.check_kernel("hinted", lambda out, x: _add_one[1, 32](x, out), _ref, _inputs,
                         sizes=[("large", 100)], extra_hint=hint)
+
+
+def test_integer_results_equal_to_the_poison_are_not_unwritten(capsys):
+    # int8's poison is 90 (0x5A); a kernel that rightly writes 90 must pass, one that skips an
+    # element whose right value is not 90 must still be caught as "never written".
+    from kernel_lab.check import poisoned_host
+
+    want = np.array([90, 1, -5, 90], dtype=np.int64)
+    kl.check_array("quantized", np.array([90, 1, -5, 90], dtype=np.int8), want, fmt="int8")
+    assert "correct" in capsys.readouterr().out
+    got = poisoned_host(4, np.int8)
+    got[:3] = [90, 1, -5]
+    want[3] = 7
+    with pytest.raises(kl.CheckFailed, match="1 of them never written"):
+        kl.check_array("quantized", got, want, fmt="int8")

@@ -126,3 +126,17 @@ def test_codegen_cache_folder_follows_the_env_var(tmp_path, monkeypatch):
     assert codegen_cache.default_dir() == tmp_path / "mathdx-codegen"
     monkeypatch.setenv("KERNEL_LAB_NO_CODEGEN_CACHE", "1")
     assert codegen_cache.enable() is None
+
+
+def test_precompile_wants_a_shape_for_pipeline_configurations():
+    # A pipeline GEMM compiles for one problem shape: without it (or mixed with block-GEMM
+    # configurations) precompile refuses before starting any worker.
+    from kernel_lab.tensor_cores import gemm
+    from kernel_lab.tensor_cores.configs import GemmConfig, PipelineConfig
+    from kernel_lab.tensor_cores.validate import GemmArgumentError
+
+    with pytest.raises(GemmArgumentError, match="shape"):
+        gemm.precompile([PipelineConfig()], log=None)
+    with pytest.raises(GemmArgumentError, match="alone"):
+        gemm.precompile([PipelineConfig(), GemmConfig()], shape=(256, 256, 256), log=None)
+    assert gemm.precompile([], log=None) == []

@@ -394,6 +394,11 @@ class BlockGemm(CompiledKernel):
     def prepare(self, a, b, out, *epilogue_args, geometry=None):
         """Validate and convert the arguments; return (grid, kernel arguments)."""
         prec = self.config.precision
+        # The caller's arrays first, as given: a transposed or sliced view must be refused before
+        # any conversion (a reshape can hide its strides and the kernel would read garbage).
+        if self.operand_a == "matrix":
+            _validate.check_operand(a, "a", precision=prec, operand="a")
+        _validate.check_operand(b, "b", precision=prec, operand="b")
         if self.operand_a == "im2col":
             x = as_device(a)
             m, k = geometry.gemm_m, geometry.gemm_k
@@ -640,7 +645,11 @@ class PipelineGemm(CompiledKernel):
         grid, args, pipeline = self.prepare(a, b_t, out, *epilogue_args)
         self._compile_now(args)
         smem = pipeline.buffer_size
-        sig_key = (smem, tuple(str(type(x)) for x in args[:-1]), pipeline.buffer_size)
+        # The opt-in is per compiled kernel, and the pipeline's type (so the compiled kernel) is
+        # different for every global shape: key on the full launch types, pipeline included. (Keying
+        # on the other arguments alone skipped the opt-in for a second shape: the launch then failed
+        # with CUDA_ERROR_INVALID_VALUE.)
+        sig_key = (smem, launch_types(self.dispatcher, args))
         if smem > _configs.STATIC_SMEM_LIMIT and sig_key not in self._smem_set:
             set_max_dynamic_shared_memory(self.dispatcher, args, smem)
             self._smem_set.add(sig_key)
@@ -718,21 +727,27 @@ def _example_args(kernel: BlockGemm, batch_shared_b=False):
     not sizes, so compiling for these serves every size."""
     import cupy as cp
 
+    from .precisions import to_device
+
     cfg, prec = kernel.config, kernel.config.precision
     adt = np.int8 if prec == "int4" else host_dtype(prec)
     bdt = np.uint8 if prec == "int4" else host_dtype(prec)
+
+    def ones(shape, dt):  # Numba device arrays: CuPy has no bfloat16 (it would say void16)
+        return to_device(np.ones(shape, dtype=dt))
+
     geometry = None
     if kernel.operand_a == "im2col":
         from .validate import ConvGeometry
 
         geometry = ConvGeometry(1, 1, 3, 3, 3, 3, 1)
-        a = cp.ones((1, 1, 3, 3), dtype=adt)
+        a = ones((1, 1, 3, 3), adt)
         m, k = geometry.gemm_m, geometry.gemm_k
     else:
         m, k = 2, 2
-        a = cp.ones((m, k), dtype=adt)
+        a = ones((m, k), adt)
     n = 2
-    b = cp.ones((k, n // 2 if prec == "int4" else n), dtype=bdt)
+    b = ones((k, n // 2 if prec == "int4" else n), bdt)
     out = cp.empty((m, n), dtype=kernel.out_dtype)
     extra = []
     for name in kernel.epilogue.arg_names:
@@ -748,40 +763,56 @@ def _precompile_worker(spec):
     os.environ.setdefault("KERNEL_LAB_QUIET", "1")
     import kernel_lab  # noqa: F401  (chooses the GPU backend before numba.cuda)
 
-    cfg_dict, epilogue_name, operand_a = spec
-    cfg = GemmConfig(**cfg_dict)
+    cfg_dict, epilogue_name, operand_a, shape = spec
     t0 = time.perf_counter()
     try:
-        kernel = BlockGemm(cfg, _epilogues.by_name(epilogue_name, cfg.tile_m), operand_a=operand_a)
-        a, b, out, extra, geometry = _example_args(kernel)
-        _, args = kernel.prepare(a, b, out, *extra, geometry=geometry)
-        kernel._compile_now(args)
+        if shape is None:
+            cfg = GemmConfig(**cfg_dict)
+            kernel = BlockGemm(cfg, _epilogues.by_name(epilogue_name, cfg.tile_m), operand_a=operand_a)
+            a, b, out, extra, geometry = _example_args(kernel)
+            _, args = kernel.prepare(a, b, out, *extra, geometry=geometry)
+            kernel._compile_now(args)
+        else:  # a pipeline GEMM compiles for one global shape: build it for that shape
+            import cupy as cp
+
+            cfg = PipelineConfig(**cfg_dict)
+            kernel = PipelineGemm(cfg, _epilogues.by_name(epilogue_name, cfg.tile_m))
+            m, n, k = shape
+            dt = np.int8 if cfg.precision == "int8" else np.float16
+            a, b_t = cp.zeros((m, k), dt), cp.zeros((n, k), dt)
+            kernel.launcher(a, b_t, cp.empty((m, n), kernel.out_dtype))
         return spec, time.perf_counter() - t0, None
     except Exception as exc:  # noqa: BLE001 - reported to the parent
         return spec, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}"
 
 
 def precompile(configs, epilogue: str = "identity", operand_a: str = "matrix", processes: int | None = None,
-               log=print) -> list:
-    """Compile block GEMMs for several configurations in parallel worker processes.
+               log=print, shape=None) -> list:
+    """Compile GEMMs for several configurations in parallel worker processes.
 
     Code generation is CPU work (NVRTC inside libmathdx) and each configuration needs its own; run
     side by side on a many-core host, it fills the on-disk code-generation cache in the time of
-    the slowest one, and the kernels then compile here in seconds. Returns
-    ``[(config, seconds, error or None)]``.
+    the slowest one, and the kernels then compile here in seconds. ``configs`` are block-GEMM
+    configurations (``GemmConfig``), or pipeline configurations (``PipelineConfig``) together with
+    the problem ``shape`` (M, N, K) they are for. Returns ``[(config, seconds, error or None)]``.
     """
     import multiprocessing as mp
     import os
     from concurrent.futures import ProcessPoolExecutor
 
-    specs = [(c.as_dict(), epilogue, operand_a) for c in configs]
+    configs = list(configs)
+    pipelines = [isinstance(c, PipelineConfig) for c in configs]
+    if any(pipelines) and (not all(pipelines) or shape is None):
+        raise _validate.GemmArgumentError("pipeline configurations compile for one problem shape: pass them alone, "
+                                          "with shape=(M, N, K)")
+    specs = [(c.as_dict(), epilogue, operand_a, tuple(shape) if any(pipelines) else None) for c in configs]
     if not specs:
         return []
     processes = processes or max(1, min(len(specs), (os.cpu_count() or 2) - 1, 12))
     results = []
     with ProcessPoolExecutor(max_workers=processes, mp_context=mp.get_context("spawn")) as pool:
         for spec, seconds, error in pool.map(_precompile_worker, specs):
-            cfg = GemmConfig(**spec[0])
+            cfg = (PipelineConfig if spec[3] is not None else GemmConfig)(**spec[0])
             results.append((cfg, seconds, error))
             if log:
                 log(f"compiled {cfg.label()} in {seconds:.0f} s" + (f"  FAILED: {error}" if error else ""))
