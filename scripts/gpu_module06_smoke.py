@@ -457,32 +457,6 @@ def case_pipeline(prec, depth=3, epilogue_name="identity"):
     return kernel, check, bench
 
 
-def case_int8_peers():
-    """Not our kernel: the int8 GEMMs a user could call, side by side (torch and nvmath/cuBLASLt)."""
-    import cupy as cp
-    import numpy as np
-
-    class Nothing:
-        compile_seconds = 0.0
-        dispatcher = None
-
-    def check():
-        return "n/a"
-
-    def bench():
-        m, n, k = BENCH["m"], BENCH["n"], BENCH["k"]
-        a = _randn((m, k), np.int8)
-        b = cp.ascontiguousarray(_randn((n, k), np.int8).T)
-        import nvmath
-
-        c = nvmath.linalg.advanced.matmul(a, b)  # raises if cuBLASLt has no int8 path for this layout
-        torch_name, torch_fn = _peer("int8", "identity", a, b, (), None)
-        return torch_fn, f"nvmath.linalg.advanced.matmul int8 -> {c.dtype}", \
-            lambda: nvmath.linalg.advanced.matmul(a, b), 2 * m * n * k
-
-    return Nothing(), check, bench
-
-
 CASES = {
     "block_fp16": lambda: case_block("float16"),
     "block_fp16_acc": lambda: case_block("float16", fragment="accumulator"),
@@ -502,7 +476,6 @@ CASES = {
     "pipeline_int8": lambda: case_pipeline("int8"),
     "pipeline_fp16": lambda: case_pipeline("float16"),
     "pipeline_fp16_bias_gelu": lambda: case_pipeline("float16", epilogue_name="bias_gelu"),
-    "int8_peers": case_int8_peers,
     "pipeline_int8_d6": lambda: case_pipeline("int8", depth=6),
     "pipeline_fp16_d6": lambda: case_pipeline("float16", depth=6),
 }
