@@ -16,17 +16,29 @@ How a check works
 Tolerances
 ----------
 A float computation of ``k`` accumulated terms, each rounded with unit roundoff ``u``, has an
-error that grows like ``sqrt(k) * u`` relative to the size of the terms when rounding errors are
+error that grows like ``sqrt(k) * u`` relative to the *size of the terms* when rounding errors are
 independent (Higham and Mary, "A new approach to probabilistic rounding error analysis", SIAM J.
-Sci. Comput. 41(5), 2019), and at worst like ``k * u``. We allow, per element::
+Sci. Comput. 41(5), 2019), and at worst like ``k * u``. The size of the terms is not the size of
+the result: in SAXPY, ``a*x`` close to ``-y`` gives a tiny result whose rounding error is that of
+``a*x`` and ``y`` (the standard bound of a sum or a dot product is ``u * sum |term|``). So each
+element is judged against the magnitude of the terms that produced it::
 
-    |got - ref| <= atol + rtol * (|ref| + scale),   rtol = u * (4 + 5 * sqrt(k))
+    |got - ref| <= atol + rtol * magnitude,   rtol = u * (4 + 5 * sqrt(k))
+    magnitude   =  max(|ref|, |reference(|inputs|)|)
 
-where ``scale`` is the root-mean-square of the reference (so an element that is near zero through
-cancellation is judged against the typical size of the output, not against its own tiny value) and
-the constants leave room for the largest of millions of independent errors. Integer formats are
-exact (``atol = rtol = 0``). Pass ``rtol``/``atol`` yourself when you know better (quantization
-that may round ties differently, for example, has ``atol = 1``).
+``reference(|inputs|)`` is the reference evaluated once more on the absolute values of its float
+inputs: for sums and products (SAXPY, a matrix product, a row sum, a scan) it is exactly the sum
+of the terms' magnitudes, ``|a||x| + |y|`` or ``|A| @ |B|``. A reference that subtracts, divides or
+applies a non-monotone function (a softmax, a LayerNorm) must say what its terms weigh instead:
+pass ``magnitude=`` (a function of the same inputs) to :func:`check_kernel`, or a magnitude array to
+:func:`check_array`. The constants of ``rtol`` leave room for the largest of millions of
+independent errors. Integer formats are exact (``atol = rtol = 0``). Pass ``rtol``/``atol``
+yourself when you know better (quantization that may round ties differently, for example, has
+``atol = 1``).
+
+:func:`check_array` without a ``magnitude`` only sees the result, not the terms; it judges each
+element against ``|ref|`` plus the root-mean-square of the whole result, which is safe for large
+outputs and too strict for a single element produced by cancellation: give it the magnitude.
 """
 
 from __future__ import annotations
@@ -246,8 +258,12 @@ def _hints(got, ref, wrong, unwritten, guard_written, shape) -> list[str]:
 
 
 def _compare(name: str, got: np.ndarray, ref: np.ndarray, *, fmt: str, k: int, rtol, atol,
-             guard_written: int = 0, context: str = "", seed=None) -> None:
-    """Raise CheckFailed with a full explanation if ``got`` does not match ``ref``."""
+             magnitude=None, guard_written: int = 0, context: str = "", seed=None) -> None:
+    """Raise CheckFailed with a full explanation if ``got`` does not match ``ref``.
+
+    ``magnitude`` (same shape as ``ref``, or None) is the size of the terms behind each element;
+    without it an element is judged against ``|ref|`` plus the result's root-mean-square.
+    """
     if got.shape != ref.shape:
         if got.size == ref.size:
             raise CheckFailed(f"{name}{context}: output has shape {got.shape} but the reference has "
@@ -272,9 +288,14 @@ def _compare(name: str, got: np.ndarray, ref: np.ndarray, *, fmt: str, k: int, r
     else:
         with np.errstate(invalid="ignore", over="ignore"):
             g = got.astype(np.float64)  # the poison is a signalling NaN: converting it warns
-            scale = float(np.sqrt(np.mean(np.square(ref)))) if ref.size else 0.0
+            if magnitude is None:
+                scale = float(np.sqrt(np.mean(np.square(ref)))) if ref.size else 0.0
+                weight = np.abs(ref) + scale
+            else:
+                scale = None
+                weight = np.maximum(np.abs(ref), magnitude)
             diff = np.abs(g - ref)
-            allowed = atol + rtol * (np.abs(ref) + scale)
+            allowed = atol + rtol * weight
             wrong = ~(diff <= allowed) | unwritten  # NaN compares False, so NaN counts as wrong
     if not wrong.any() and not guard_written:
         return
@@ -287,10 +308,14 @@ def _compare(name: str, got: np.ndarray, ref: np.ndarray, *, fmt: str, k: int, r
         lines[0] = f"{name}{context}: every element is right, but the kernel wrote past the end of the output"
     flat = np.flatnonzero(wrong.ravel())[:5]
     if len(flat):
-        lines.append("first wrong elements (index: expected, got):")
+        if exact:
+            lines.append("first wrong elements (index: expected, got):")
+        else:
+            lines.append("first wrong elements (index: expected, got, error allowed there):")
         for f in flat:
             got_s = "never written" if unwritten.ravel()[f] else _fmt_value(got.ravel()[f])
-            lines.append(f"  {_index(int(f), got.shape)}: {_fmt_value(ref.ravel()[f])}, {got_s}")
+            extra = "" if exact else f", {float(allowed.ravel()[f]):.3g}"
+            lines.append(f"  {_index(int(f), got.shape)}: {_fmt_value(ref.ravel()[f])}, {got_s}{extra}")
     if exact:
         lines.append(f"format {fmt_name}: results must match exactly" + (f" (within {atol})" if atol else ""))
     else:
@@ -299,8 +324,10 @@ def _compare(name: str, got: np.ndarray, ref: np.ndarray, *, fmt: str, k: int, r
             with np.errstate(invalid="ignore", over="ignore"):
                 num = float(np.linalg.norm((g - ref)[written]))
                 den = float(np.linalg.norm(ref[written])) or 1.0
+            weight_s = (f"(|expected| + {scale:.3g})" if scale is not None
+                        else "(size of the terms behind the element)")
             lines.append(f"norm-wise relative error of the written elements: {num / den:.2e}; allowed per "
-                         f"element: {rtol:.2e} x (|expected| + {scale:.3g})"
+                         f"element: {rtol:.2e} x {weight_s}"
                          + (f" + {atol:g}" if atol else "") + f" [format {fmt_name}, reduction length {k}]")
     for hint in _hints(got, ref, wrong.reshape(got.shape), unwritten.reshape(got.shape), guard_written,
                        got.shape):
@@ -320,12 +347,16 @@ def _reference_dtype(a: np.ndarray):
     return a.dtype
 
 
-def check_array(name: str, got, expected, *, fmt=None, k: int = 1, rtol=None, atol=None) -> None:
+def check_array(name: str, got, expected, *, fmt=None, k: int = 1, rtol=None, atol=None,
+                magnitude=None) -> None:
     """Compare one result with its float64 reference; print one line or raise :class:`CheckFailed`.
 
     ``got`` may be a NumPy, Numba device or CuPy array; ``expected`` is computed in float64 (or exact
     integers). ``fmt`` is the format the kernel computes in (default: ``got``'s dtype) and ``k`` the
-    length of the longest sum behind each element; together they set the tolerance.
+    length of the longest sum behind each element; together they set the tolerance. ``magnitude``
+    (an array of ``expected``'s shape, or a scalar) is the size of the terms behind each element,
+    e.g. ``abs(a) @ abs(b)`` for a matrix product: give it whenever you can (see the module's
+    docstring); without it, elements are judged against the result's typical size.
     """
     if not isinstance(name, str):
         raise KernelLabArgumentError("check_array(name, got, expected): name must be a string")
@@ -336,8 +367,57 @@ def check_array(name: str, got, expected, *, fmt=None, k: int = 1, rtol=None, at
     ref = ref.astype(_reference_dtype(ref))
     if ref.dtype.kind == "f" and not np.isfinite(ref).all():
         raise KernelLabArgumentError("the reference holds NaN or infinity; build it from finite inputs")
-    _compare(name, got, ref, fmt=fmt if fmt is not None else got.dtype, k=k, rtol=rtol, atol=atol)
+    if magnitude is not None:
+        magnitude = _as_magnitude(magnitude, ref.shape, "magnitude")
+    _compare(name, got, ref, fmt=fmt if fmt is not None else got.dtype, k=k, rtol=rtol, atol=atol,
+             magnitude=magnitude)
     print(f"{name}: correct")
+
+
+def _as_magnitude(value, shape, what: str) -> np.ndarray:
+    """``value`` as a float64 array of ``shape`` (broadcast), checked finite and non-negative."""
+    try:
+        mag = np.broadcast_to(np.abs(np.asarray(value, dtype=np.float64)), shape)
+    except (TypeError, ValueError):
+        raise KernelLabArgumentError(f"{what} must be a number or an array broadcastable to the result's "
+                                     f"shape {shape}, got {getattr(value, 'shape', type(value).__name__)}") from None
+    if not np.isfinite(mag).all():
+        raise KernelLabArgumentError(f"{what} holds NaN or infinity")
+    return mag
+
+
+def _abs_inputs(args):
+    """The inputs with every float array and float scalar replaced by its absolute value (integers,
+    such as sizes, strides and indices, are left alone)."""
+    out = []
+    for a in args:
+        if isinstance(a, np.ndarray) and a.dtype.kind in "fc":
+            out.append(np.abs(a))
+        elif isinstance(a, (float, np.floating)):
+            out.append(abs(a))
+        else:
+            out.append(a)
+    return tuple(out)
+
+
+def term_magnitude(reference, ref_args, expected, magnitude=None):
+    """The size of the terms behind each element of ``expected`` (see the module's docstring).
+
+    ``magnitude(*ref_args)`` when given; otherwise ``|reference(|inputs|)|``, which is the sum of
+    the terms' magnitudes for any reference built of sums and products. ``None`` for exact results.
+    """
+    if expected.dtype.kind not in "fc":
+        return None
+    if magnitude is not None:
+        return _as_magnitude(magnitude(*ref_args), expected.shape, "magnitude(...)")
+    with np.errstate(all="ignore"):
+        try:
+            mag = np.asarray(reference(*_abs_inputs(ref_args)), dtype=np.float64)
+        except Exception:  # noqa: BLE001 - a reference that cannot take |inputs|: judge by |ref|
+            return np.abs(expected)
+    if mag.shape != expected.shape or not np.isfinite(mag).all():
+        return np.abs(expected)
+    return np.abs(mag)
 
 
 def _normalise_sizes(sizes) -> list[tuple[str, object]]:
@@ -353,7 +433,8 @@ def _normalise_sizes(sizes) -> list[tuple[str, object]]:
 
 
 def check_kernel(name: str, launch, reference, inputs, *, sizes, out_dtype=np.float32, fmt=None,
-                 k=1, rtol=None, atol=None, seed=None, rerun: bool = True, extra_hint=None) -> None:
+                 k=1, rtol=None, atol=None, seed=None, rerun: bool = True, extra_hint=None,
+                 magnitude=None) -> None:
     """Run a kernel over several problem sizes and compare each result with a float64 reference.
 
     - ``inputs(size, rng)`` returns a tuple of NumPy arrays and scalars (drawn from ``rng``);
@@ -362,6 +443,9 @@ def check_kernel(name: str, launch, reference, inputs, *, sizes, out_dtype=np.fl
       reference's shape and ``out_dtype``; arrays among the inputs arrive as device arrays.
     - ``sizes`` is a list of sizes or of ``(label, size)`` pairs, e.g. ``kl.adversarial_sizes(256)``.
     - ``k`` (int, or a function of the size) is the reduction length behind each output element.
+    - ``magnitude(*inputs)`` (optional) gives the size of the terms behind each element. By default
+      it is ``reference`` evaluated on the inputs' absolute values, which is right for sums and
+      products; references that subtract or are not monotone must pass it (see the module's docstring).
 
     Each size runs twice on the same inputs (``rerun``): results that differ bit for bit between the
     runs betray a race, however close to the reference each one is. Kernels whose float atomics
@@ -391,6 +475,7 @@ def check_kernel(name: str, launch, reference, inputs, *, sizes, out_dtype=np.fl
                          else a for a in args)
         expected = np.asarray(reference(*ref_args))
         expected = expected.astype(_reference_dtype(expected))
+        mag = term_magnitude(reference, ref_args, expected, magnitude)
         out = _GuardedOutput(expected.shape, out_dtype)
         dev_args = tuple(cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in args)
         try:
@@ -425,7 +510,8 @@ def check_kernel(name: str, launch, reference, inputs, *, sizes, out_dtype=np.fl
         kk = k(size) if callable(k) else k
         try:
             _compare(name, got, expected, fmt=fmt if fmt is not None else out_dtype, k=kk, rtol=rtol,
-                     atol=atol, guard_written=guard_written, context=f" (size {label} = {size})", seed=seed)
+                     atol=atol, magnitude=mag, guard_written=guard_written,
+                     context=f" (size {label} = {size})", seed=seed)
         except CheckFailed as exc:
             extra = extra_hint(got, expected) if extra_hint is not None else None
             if extra:
