@@ -13,6 +13,7 @@ simulator piece                                replaced by
 ``FakeCUDAAtomic.*``                           record atomics on shared arrays (`shared_memory`)
 ``cuda.jit``                                   `jit_options.make_jit`
 ``cuda.event``, ``cuda.event_elapsed_time``    `events`
+``math.ldexp``                                 accepts NumPy integers (`math_functions`)
 =============================================  ==================================================
 
 On a GPU (simulator off) `install()` does nothing and returns False.
@@ -83,9 +84,11 @@ def _patch():
     from numba.cuda.simulator import kernel as sim_kernel
     from numba.cuda.simulator import kernelapi
 
-    from . import bits, events, shared_memory, warp
+    from . import bits, events, math_functions, shared_memory, warp
     from .jit_options import make_jit
     from .scheduler import BlockRunner
+
+    math_functions.patch()
 
     # Blocks run under our scheduler (barriers, warp rendezvous, deadlock detection, errors).
     sim_kernel.BlockManager = BlockRunner

@@ -1,0 +1,25 @@
+"""FP64 matrix multiplication emulated with INT8 products: the Ozaki scheme (module 07).
+
+The idea in three lines: scale every row of A (column of B) by a power of two so that its largest
+entry is below 1, cut each scaled number into ``s`` signed 8-bit digits ("slices"), multiply slices
+with exact integer arithmetic (INT8 tensor cores, INT32 accumulation), and put the FP64 result back
+together with the powers of two.
+
+Modules, one job each:
+
+- ``slicing``: the number format: row/column exponents, slices as signed base-256 digits, the
+  bits each slice count holds, the largest K whose INT32 sums are exact.
+- ``reference``: the whole scheme in NumPy (exact integer slice products, diagonal sums,
+  reconstruction), the accurate float64 reference it is measured against (compensated dot
+  products), and the error metrics.
+- ``mistakes``: what the classic mistakes of the exercises produce, so the checker can name them.
+- ``ozaki2``: the Ozaki-II scheme (moduli and the Chinese remainder theorem), in NumPy.
+
+Everything here is NumPy and runs on any machine; the GPU kernels of module 07 live in the
+notebooks (the learner writes them) and in ``kernel_lab.ozaki_gpu`` (launchers and solutions).
+"""
+
+from .slicing import (BITS_PER_SLICE, MAX_SLICES, exponents, join_slices, max_exact_k, scaled_bits,  # noqa: F401
+                      split)
+from .reference import (accurate_matmul, diagonal_sums, emulated_matmul, errors, pair_products,  # noqa: F401
+                        reconstruct)

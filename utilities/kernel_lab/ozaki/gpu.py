@@ -1,0 +1,600 @@
+"""Module 07 on the GPU: slicing kernels, the three ways to multiply the slices, and the launcher.
+
+What each kernel does (the notebooks have the learner write each one; these are the course's own
+versions, used by the notebooks that come after the exercise and by ``kernel_lab.bench_ozaki``):
+
+Slicing (notebook 07.2), memory-bound:
+  ``row_exponents``   one block per row of A: ``e = frexp(max |row|)[1]``;
+  ``col_exponents``   a 2D grid over B: per-column maxima by block reduction and ``atomic.max``;
+  ``slice_rows``      A (M, K) -> digits (s, Mp, Kp): four elements per thread, four digits packed
+                      into one 32-bit store per slice;
+  ``slice_cols``      B (K, N) -> digits (s, Np, Kp): K must become the contiguous dimension (INT8
+                      tensor cores read both operands K-major), so B goes through a shared-memory
+                      tile, as in module 01's transpose.
+  The digit buffers are padded to whole tiles and the slicers write zeros into the padding.
+
+Multiplying (notebooks 07.3-07.5), with cuBLASDx's pipeline API on INT8 tensor cores:
+  ``pair_products``   unfused: one block per (output tile, slice pair); each stores its INT32
+                      product; ``reconstruct_pairs`` then builds float64;
+  ``diagonal_sums``   partly fused: one block per (output tile, diagonal); the pairs of a diagonal
+                      stream through one accumulator (``reset_tile`` moves the pipeline to the next
+                      pair); ``reconstruct_diagonals`` builds float64;
+  ``fused``           one block per output tile runs every diagonal and adds each one, converted
+                      and scaled, into C in float64.
+
+The digit buffers are 3D: ``(s, rows, K)``. The pipeline sees them through transposed views,
+``(Mp, Kp, s)`` for A and ``(Kp, Np, s)`` for B, whose last mode is a batch: a tile is addressed as
+``(tile index, slice index)``, so one pipeline (one compilation per shape) serves every pair.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from numba import cuda  # after kernel_lab chose GPU or simulator (the package's __init__ runs first)
+
+from ..validate import KernelLabArgumentError
+from .slicing import MAX_SLICES, max_exact_k, scaled_bits
+
+ROW_THREADS = 128  # threads per row in row_exponents
+TILE = 32  # the transpose tile of slice_cols and col_exponents
+COL_ROWS = 256  # rows of B each block of col_exponents reduces
+
+
+# ---------------------------------------------------------------------------------------------
+# Configuration
+
+
+@dataclass(frozen=True)
+class OzakiConfig:
+    """The INT8 pipeline GEMM behind every method: tile, threads, pipeline depth."""
+
+    tile_m: int = 128
+    tile_n: int = 128
+    tile_k: int = 128
+    threads: int = 128
+    depth: int = 3
+
+    def label(self) -> str:
+        return f"{self.tile_m}x{self.tile_n}x{self.tile_k}, {self.threads} threads, depth {self.depth}"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def padded(self, m: int, n: int, k: int) -> tuple[int, int, int]:
+        """(Mp, Np, Kp): whole tiles, and K at least ``depth`` tiles (the pipeline fills every stage)."""
+        def up(x, t):
+            return -(-x // t) * t
+        return up(max(m, 1), self.tile_m), up(max(n, 1), self.tile_n), max(up(max(k, 1), self.tile_k),
+                                                                           self.depth * self.tile_k)
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.tile_m % 64 or self.tile_n % 16:
+            out.append(f"tile_m must be a multiple of 64 and tile_n of 16, got {self.tile_m}x{self.tile_n}")
+        if self.tile_k % 64:
+            out.append(f"tile_k must be a multiple of 64 (a pipeline stage row is 64 bytes), got {self.tile_k}")
+        if self.threads not in (128, 256, 384):
+            out.append(f"threads must be whole warpgroups (128, 256 or 384), got {self.threads}")
+        if not 2 <= self.depth <= 8:
+            out.append(f"depth must be 2..8, got {self.depth}")
+        if self.depth * (self.tile_m + self.tile_n) * self.tile_k > 200 * 1024:
+            out.append("the pipeline's stages need more shared memory than a Hopper block can have")
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Slicing kernels (plain Numba: they also run in the CUDA simulator)
+
+
+@functools.lru_cache(maxsize=None)
+def row_exponents_kernel():
+    """``row_exponents[M, ROW_THREADS](a, e, bad)``: per-row exponents; ``bad[row] = 1`` (and e = 0)
+    for a row holding Inf or NaN."""
+    T = ROW_THREADS
+
+    @cuda.jit
+    def row_exponents(a, e, bad):
+        row = cuda.blockIdx.x
+        tid = cuda.threadIdx.x
+        best = cuda.shared.array(T, np.float64)
+        k = a.shape[1]
+        amax = 0.0
+        for j in range(tid, k, T):
+            v = abs(a[row, j])
+            if not v <= amax:  # also true for NaN, which must win
+                amax = v
+        best[tid] = amax
+        cuda.syncthreads()
+        half = T // 2
+        while half > 0:
+            if tid < half:
+                other = best[tid + half]
+                if not other <= best[tid]:
+                    best[tid] = other
+            cuda.syncthreads()
+            half //= 2
+        if tid == 0:
+            amax = best[0]
+            if amax - amax != 0.0:  # Inf or NaN: no exponent; the row is sliced as zeros
+                e[row] = 0
+                bad[row] = 1
+            else:
+                bad[row] = 0
+                e[row] = math.frexp(amax)[1] if amax > 0.0 else 0
+
+    return row_exponents
+
+
+@functools.lru_cache(maxsize=None)
+def col_exponents_kernels():
+    """``(col_max, col_finish)``: per-column maxima of B over a 2D grid, then the exponents."""
+    R = COL_ROWS
+
+    @cuda.jit
+    def col_max(b, amax, bad):
+        # block (TILE, 8): x walks 32 consecutive columns (coalesced), y strides over R rows
+        col = cuda.blockIdx.x * TILE + cuda.threadIdx.x
+        k0 = cuda.blockIdx.y * R
+        part = cuda.shared.array((8, TILE), np.float64)
+        k, n = b.shape
+        m = 0.0
+        if col < n:
+            for r in range(k0 + cuda.threadIdx.y, min(k0 + R, k), 8):
+                v = abs(b[r, col])
+                if not v <= m:
+                    m = v
+        part[cuda.threadIdx.y, cuda.threadIdx.x] = m
+        cuda.syncthreads()
+        if cuda.threadIdx.y == 0 and col < n:
+            for y in range(1, 8):
+                o = part[y, cuda.threadIdx.x]
+                if not o <= m:
+                    m = o
+            if m - m != 0.0:
+                bad[col] = 1
+            else:
+                cuda.atomic.max(amax, col, m)
+
+    @cuda.jit
+    def col_finish(amax, e, bad):
+        col = cuda.grid(1)
+        if col < e.size:
+            v = amax[col]
+            if bad[col] != 0:
+                e[col] = 0
+            else:
+                e[col] = math.frexp(v)[1] if v > 0.0 else 0
+
+    return col_max, col_finish
+
+
+@functools.lru_cache(maxsize=None)
+def slice_rows_kernel(slices: int):
+    """``slice_rows[grid, block](a, e, bad, words)``: A (M, K) float64 -> digits viewed as int32
+    words ``(s, Mp, Kp // 4)``; thread (word, row) from ``cuda.grid(2)``."""
+    S = slices
+    P = scaled_bits(S)
+
+    @cuda.jit
+    def slice_rows(a, e, bad, words):
+        w, row = cuda.grid(2)
+        if row >= words.shape[1] or w >= words.shape[2]:
+            return
+        m, k = a.shape
+        packed = cuda.local.array(S, np.int64)
+        for t in range(S):
+            packed[t] = 0
+        shift = 0
+        ok = False
+        if row < m:
+            shift = P - e[row]
+            ok = bad[row] == 0
+        for j in range(4):
+            col = 4 * w + j
+            x = 0.0
+            if ok and col < k:
+                x = a[row, col]
+            big = round(math.ldexp(x, shift))  # to nearest, ties to even, like NumPy's rint
+            for t in range(S - 1, 0, -1):
+                d = ((big + 128) & 255) - 128
+                packed[t] |= (d & 255) << (8 * j) if j < 3 else d << 24
+                big = (big - d) >> 8
+            packed[0] |= (big & 255) << (8 * j) if j < 3 else big << 24
+        for t in range(S):
+            words[t, row, w] = packed[t]
+
+    return slice_rows
+
+
+@functools.lru_cache(maxsize=None)
+def slice_cols_kernel(slices: int):
+    """``slice_cols[(Np/32, Kp/32), (32, 8)](b, e, bad, digits)``: B (K, N) float64 -> digits
+    ``(s, Np, Kp)`` int8, transposed through a shared-memory tile."""
+    S = slices
+    P = scaled_bits(S)
+
+    @cuda.jit
+    def slice_cols(b, e, bad, digits):
+        n0 = cuda.blockIdx.x * TILE
+        k0 = cuda.blockIdx.y * TILE
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        tile = cuda.shared.array((TILE, TILE + 1), np.float64)
+        k, n = b.shape
+        for r in range(ty, TILE, 8):  # read rows of B: consecutive tx, consecutive columns
+            kk = k0 + r
+            nn = n0 + tx
+            x = 0.0
+            if kk < k and nn < n:
+                if bad[nn] == 0:
+                    x = b[kk, nn]
+            tile[r, tx] = x
+        cuda.syncthreads()
+        for r in range(ty, TILE, 8):  # write rows of the digits: consecutive tx, consecutive k
+            nn = n0 + r
+            kk = k0 + tx
+            if nn < digits.shape[1] and kk < digits.shape[2]:
+                x = tile[tx, r]
+                shift = P - e[nn] if nn < n else 0
+                big = round(math.ldexp(x, shift))  # to nearest, ties to even, like NumPy's rint
+                for t in range(S - 1, 0, -1):
+                    d = ((big + 128) & 255) - 128
+                    digits[t, nn, kk] = d
+                    big = (big - d) >> 8
+                digits[0, nn, kk] = big
+
+    return slice_cols
+
+
+@functools.lru_cache(maxsize=None)
+def reconstruct_kernel(slices: int, from_pairs: bool):
+    """``reconstruct[grid, (32, 8)](parts, ea, eb, alpha, beta, c)``: float64 C from INT32 parts.
+
+    ``parts`` holds the s(s+1)/2 pair products in the order of ``reference.triangular_pairs``
+    (``from_pairs``) or the s diagonal sums. Diagonals are added least significant first; beta
+    multiplies C once (and C is not read when beta is 0)."""
+    S = slices
+
+    @cuda.jit
+    def reconstruct(parts, ea, eb, alpha, beta, c):
+        col, row = cuda.grid(2)
+        m, n = c.shape
+        if row >= m or col >= n:
+            return
+        shift = ea[row] + eb[col]
+        total = 0.0
+        for d in range(S - 1, -1, -1):
+            if from_pairs:
+                first = d * (d + 1) // 2  # pairs of diagonal d follow those of diagonals 0..d-1
+                acc = np.int64(0)
+                for t in range(d + 1):
+                    acc += parts[first + t, row, col]
+            else:
+                acc = np.int64(parts[d, row, col])
+            total += math.ldexp(np.float64(acc), shift - 12 - 8 * d)
+        if beta == 0.0:
+            c[row, col] = alpha * total
+        else:
+            c[row, col] = alpha * total + beta * c[row, col]
+
+    return reconstruct
+
+
+# ---------------------------------------------------------------------------------------------
+# INT8 pipeline kernels (cuBLASDx through nvmath-python)
+
+
+@functools.lru_cache(maxsize=None)
+def matmul_description(cfg: OzakiConfig):
+    """The cuBLASDx description every module-07 pipeline kernel uses (int8 x int8 -> int32)."""
+    from ..tensor_cores.gemm import _nvmath
+
+    nd, _ = _nvmath()
+    from nvmath.device.cublasdx import MAX_ALIGNMENT
+
+    problems = cfg.problems()
+    if problems:
+        raise KernelLabArgumentError(f"invalid configuration {cfg.label()}: " + "; ".join(problems))
+    return nd.Matmul(size=(cfg.tile_m, cfg.tile_n, cfg.tile_k), precision=(np.int8, np.int8, np.int32),
+                     data_type="real", arrangement=("row_major", "col_major", "row_major"),
+                     alignment=MAX_ALIGNMENT, execution="Block", block_size=cfg.threads,
+                     with_pipeline=True, enable_input_streaming=True, static_block_dim=True)
+
+
+def _pipeline_jit(kernel, cfg: OzakiConfig):
+    from nvmath.device.cublasdx_numba import pipeline_extensions
+
+    return cuda.jit(kernel, extensions=pipeline_extensions, launch_bounds=(cfg.threads, 1))
+
+
+@functools.lru_cache(maxsize=None)
+def pair_products_kernel(cfg: OzakiConfig):
+    """Unfused: block (tile_m, tile_n, pair) stores ``A_t @ B_u`` as INT32 into ``out[pair]``.
+    Grid ``(Mp/TM, Np/TN, pairs)``; ``pair_t``/``pair_u`` list the slice indices of each pair."""
+    MM = matmul_description(cfg)
+    TM, TN = cfg.tile_m, cfg.tile_n
+
+    def pair_products(pair_t, pair_u, out, pipe):
+        smem = cuda.shared.array(shape=(0,), dtype=np.int8, alignment=pipe.buffer_alignment)
+        bm = cuda.blockIdx.x
+        bn = cuda.blockIdx.y
+        p = cuda.blockIdx.z
+        tile = pipe.get_tile(smem, (bm, np.int32(pair_t[p])), (bn, np.int32(pair_u[p])))
+        acc = MM.suggest_accumulator()
+        acc.clear()
+        tile.execute(acc)
+        if acc.is_thread_active():
+            res = acc.get_results()
+            m, n = out.shape[1], out.shape[2]
+            for i in range(res.layout.size):
+                r, c = acc.map_fragment_index(i)
+                gr = bm * TM + r
+                gc = bn * TN + c
+                if gr < m and gc < n:
+                    out[p, gr, gc] = res[i]
+        tile._del()
+
+    return MM, _pipeline_jit(pair_products, cfg)
+
+
+@functools.lru_cache(maxsize=None)
+def diagonal_sums_kernel(cfg: OzakiConfig):
+    """Partly fused: block (tile_m, tile_n, d) streams the pairs (0, d), (1, d-1), ..., (d, 0) through
+    one accumulator and stores the INT32 diagonal sum into ``out[d]``. Grid ``(Mp/TM, Np/TN, s)``."""
+    MM = matmul_description(cfg)
+    TM, TN = cfg.tile_m, cfg.tile_n
+
+    def diagonal_sums(out, pipe):
+        smem = cuda.shared.array(shape=(0,), dtype=np.int8, alignment=pipe.buffer_alignment)
+        bm = cuda.blockIdx.x
+        bn = cuda.blockIdx.y
+        d = cuda.blockIdx.z
+        tile = pipe.get_tile(smem, (bm, np.int32(0)), (bn, np.int32(d)))
+        acc = MM.suggest_accumulator()
+        acc.clear()
+        for t in range(d + 1):
+            tile.execute(acc)
+            if t < d:  # move the pipeline to the next pair of the diagonal while this one finishes
+                pipe.reset_tile(tile, (bm, np.int32(t + 1)), (bn, np.int32(d - t - 1)))
+        if acc.is_thread_active():
+            res = acc.get_results()
+            m, n = out.shape[1], out.shape[2]
+            for i in range(res.layout.size):
+                r, c = acc.map_fragment_index(i)
+                gr = bm * TM + r
+                gc = bn * TN + c
+                if gr < m and gc < n:
+                    out[d, gr, gc] = res[i]
+        tile._del()
+
+    return MM, _pipeline_jit(diagonal_sums, cfg)
+
+
+@functools.lru_cache(maxsize=None)
+def fused_kernel(cfg: OzakiConfig):
+    """Fully fused: block (tile_m, tile_n) runs every diagonal, least significant first, and adds
+    ``alpha * D_d * 2**(ea + eb - 12 - 8d)`` into C in float64 (beta once, C not read if beta is 0).
+    Grid ``(Mp/TM, Np/TN)``; dynamic shared memory: the pipeline's buffer, then the tile's row and
+    column exponents."""
+    MM = matmul_description(cfg)
+    TM, TN = cfg.tile_m, cfg.tile_n
+    NT = cfg.threads
+
+    def fused(slices, ea, eb, alpha, beta, c, pipe):
+        smem = cuda.shared.array(shape=(0,), dtype=np.int8, alignment=pipe.buffer_alignment)
+        shifts = smem[pipe.buffer_size:].view(np.int32)  # the tile's TM row exponents, then TN column ones
+        bm = cuda.blockIdx.x
+        bn = cuda.blockIdx.y
+        m, n = c.shape
+        row0 = bm * TM
+        col0 = bn * TN
+        for i in range(cuda.threadIdx.x, TM + TN, NT):
+            if i < TM:
+                shifts[i] = ea[row0 + i] if row0 + i < m else 0
+            else:
+                shifts[i] = eb[col0 + i - TM] if col0 + i - TM < n else 0
+        cuda.syncthreads()
+        tile = pipe.get_tile(smem, (bm, np.int32(0)), (bn, np.int32(slices - 1)))
+        acc = MM.suggest_accumulator()
+        for d in range(slices - 1, -1, -1):
+            acc.clear()
+            for t in range(d + 1):
+                tile.execute(acc)
+                if t < d:
+                    pipe.reset_tile(tile, (bm, np.int32(t + 1)), (bn, np.int32(d - t - 1)))
+                elif d > 0:  # start loading the next diagonal's first pair during this epilogue
+                    pipe.reset_tile(tile, (bm, np.int32(0)), (bn, np.int32(d - 1)))
+            if acc.is_thread_active():
+                res = acc.get_results()
+                first = d == slices - 1
+                for i in range(res.layout.size):
+                    r, cc = acc.map_fragment_index(i)
+                    gr = row0 + r
+                    gc = col0 + cc
+                    if gr < m and gc < n:
+                        x = alpha * math.ldexp(np.float64(res[i]), shifts[r] + shifts[TM + cc] - 12 - 8 * d)
+                        if first:
+                            if beta != 0.0:
+                                x += beta * c[gr, gc]
+                        else:
+                            x += c[gr, gc]
+                        c[gr, gc] = x
+        tile._del()
+
+    return MM, _pipeline_jit(fused, cfg)
+
+
+# ---------------------------------------------------------------------------------------------
+# The launcher
+
+
+METHODS = ("unfused", "partial", "fused")
+
+
+class OzakiGemm:
+    """``alpha * A @ B + beta * C`` in float64, emulated on INT8 tensor cores.
+
+    ``method`` picks the kernels: ``"unfused"`` (a product per slice pair, then reconstruction),
+    ``"partial"`` (a sum per diagonal, then reconstruction) or ``"fused"`` (one kernel). Inputs are
+    CuPy (or any CUDA-array-interface) float64 matrices, C-contiguous; the result is a CuPy array.
+    Work buffers are kept per shape, and each pipeline kernel compiles once per padded shape
+    (cuBLASDx's pipeline description holds the global shapes).
+    """
+
+    def __init__(self, slices: int = 7, method: str = "fused", config: OzakiConfig | None = None):
+        if not isinstance(slices, (int, np.integer)) or not 1 <= slices <= MAX_SLICES:
+            raise KernelLabArgumentError(f"slices must be 1..{MAX_SLICES}, got {slices!r}")
+        if method not in METHODS:
+            raise KernelLabArgumentError(f"method must be one of {METHODS}, got {method!r}")
+        self.slices, self.method = int(slices), method
+        self.config = config or OzakiConfig()
+        self._shape_state = {}
+        self.compile_seconds = {}
+        self.last_nonfinite = 0
+
+    # -- buffers and pipelines, per shape --------------------------------------------------------
+
+    def _state(self, m, n, k):
+        key = (m, n, k)
+        if key in self._shape_state:
+            return self._shape_state[key]
+        import cupy as cp
+
+        s = self.slices
+        mp, np_, kp = self.config.padded(m, n, k)
+        st = {"padded": (mp, np_, kp)}
+        st["da"] = cp.empty((s, mp, kp), dtype=cp.int8)
+        st["db"] = cp.empty((s, np_, kp), dtype=cp.int8)
+        st["ea"] = cp.empty(m, dtype=cp.int32)
+        st["eb"] = cp.empty(n, dtype=cp.int32)
+        st["bad_a"] = cp.empty(m, dtype=cp.int32)
+        st["bad_b"] = cp.empty(n, dtype=cp.int32)
+        st["amax_b"] = cp.empty(n, dtype=cp.float64)
+        MM = matmul_description(self.config)
+        a_view = cuda.as_cuda_array(st["da"].transpose(1, 2, 0))  # (Mp, Kp, s): K contiguous
+        b_view = cuda.as_cuda_array(st["db"].transpose(2, 1, 0))  # (Kp, Np, s): K contiguous
+        st["pipe"] = MM.suggest_device_pipeline(self.config.depth, a_view, b_view)
+        if self.method == "unfused":
+            from .reference import triangular_pairs
+
+            pairs = triangular_pairs(s)
+            st["pair_t"] = cp.asarray([t for t, _ in pairs], dtype=cp.int32)
+            st["pair_u"] = cp.asarray([u for _, u in pairs], dtype=cp.int32)
+            st["parts"] = cp.empty((len(pairs), m, n), dtype=cp.int32)
+        elif self.method == "partial":
+            st["parts"] = cp.empty((s, m, n), dtype=cp.int32)
+        self._shape_state = {key: st}  # one shape at a time: the buffers are large
+        return st
+
+    # -- the steps -------------------------------------------------------------------------------
+
+    def slice_operands(self, a, b, st):
+        """Exponents and digits of A (by rows) and B (by columns) into the shape's buffers."""
+        m, k = a.shape
+        n = b.shape[1]
+        s = self.slices
+        mp, np_, kp = st["padded"]
+        row_exponents_kernel()[m, ROW_THREADS](a, st["ea"], st["bad_a"])
+        st["amax_b"].fill(0)
+        st["bad_b"].fill(0)
+        col_max, col_finish = col_exponents_kernels()
+        col_max[(-(-n // TILE), -(-k // COL_ROWS)), (TILE, 8)](b, st["amax_b"], st["bad_b"])
+        col_finish[-(-n // 128), 128](st["amax_b"], st["eb"], st["bad_b"])
+        words = st["da"].view(np.int32)  # (s, Mp, Kp/4)
+        slice_rows_kernel(s)[(-(-(kp // 4) // 32), -(-mp // 8)), (32, 8)](a, st["ea"], st["bad_a"], words)
+        slice_cols_kernel(s)[(np_ // TILE, kp // TILE), (TILE, 8)](b, st["eb"], st["bad_b"], st["db"])
+
+    def multiply(self, st, alpha, beta, c):
+        """The INT8 products and the float64 result, by ``self.method``."""
+        from ..tensor_cores.gemm import set_max_dynamic_shared_memory
+
+        cfg = self.config
+        mp, np_, _ = st["padded"]
+        pipe = st["pipe"]
+        grid = (mp // cfg.tile_m, np_ // cfg.tile_n)
+        s = self.slices
+        m, n = c.shape
+        if self.method == "fused":
+            _, kern = fused_kernel(cfg)
+            args = (np.int32(s), st["ea"], st["eb"], np.float64(alpha), np.float64(beta), c, pipe)
+            smem = pipe.buffer_size + 4 * (cfg.tile_m + cfg.tile_n)
+        elif self.method == "partial":
+            _, kern = diagonal_sums_kernel(cfg)
+            args = (st["parts"], pipe)
+            grid = grid + (s,)
+            smem = pipe.buffer_size
+        else:
+            _, kern = pair_products_kernel(cfg)
+            args = (st["pair_t"], st["pair_u"], st["parts"], pipe)
+            grid = grid + (st["pair_t"].size,)
+            smem = pipe.buffer_size
+        key = (self.method, st["padded"])
+        if key not in self.compile_seconds:
+            t0 = time.perf_counter()
+            set_max_dynamic_shared_memory(kern, args, smem)  # compiles for these argument types
+            self.compile_seconds[key] = time.perf_counter() - t0
+        kern[grid, pipe.block_dim, 0, smem](*args)
+        if self.method != "fused":
+            rec = reconstruct_kernel(s, self.method == "unfused")
+            rec[(-(-n // 32), -(-m // 8)), (32, 8)](st["parts"], st["ea"], st["eb"], np.float64(alpha),
+                                                   np.float64(beta), c)
+
+    def __call__(self, a, b, c=None, alpha: float = 1.0, beta: float = 0.0):
+        import cupy as cp
+
+        a, b, c = _check_operands(a, b, c, beta)
+        m, k = a.shape
+        n = b.shape[1]
+        if c is None:
+            c = cp.empty((m, n), dtype=cp.float64)
+        if m == 0 or n == 0:
+            return c
+        if k == 0:
+            c[...] = beta * c if beta != 0 else 0.0
+            return c
+        limit = max_exact_k(self.slices)
+        if k > limit:  # INT32 sums would overflow: chunks of K, each exact, added in float64
+            for k0 in range(0, k, limit):
+                self(a[:, k0:k0 + limit], b[k0:k0 + limit], c, alpha, beta if k0 == 0 else 1.0)
+            return c
+        st = self._state(m, n, k)
+        self.slice_operands(a, b, st)
+        self.multiply(st, alpha, beta, c)
+        bad_a, bad_b = st["bad_a"], st["bad_b"]
+        bad = int(bad_a.sum() + bad_b.sum())  # a sync: only a few bytes
+        self.last_nonfinite = bad
+        if bad:
+            c[bad_a.astype(bool), :] = cp.nan
+            c[:, bad_b.astype(bool)] = cp.nan
+        return c
+
+
+def _check_operands(a, b, c, beta):
+    import cupy as cp
+
+    for name, x in (("A", a), ("B", b)):
+        if not hasattr(x, "__cuda_array_interface__"):
+            raise KernelLabArgumentError(f"{name} must be an array on the GPU (CuPy), got {type(x).__name__}")
+    a, b = cp.asarray(a), cp.asarray(b)
+    for name, x in (("A", a), ("B", b)):
+        if x.ndim != 2:
+            raise KernelLabArgumentError(f"{name} must be a matrix, got shape {x.shape}")
+        if x.dtype != cp.float64:
+            raise KernelLabArgumentError(f"{name} must be float64 (the format being emulated), got {x.dtype}")
+    if a.shape[1] != b.shape[0]:
+        raise KernelLabArgumentError(f"A is {a.shape[0]}x{a.shape[1]} and B is {b.shape[0]}x{b.shape[1]}: "
+                                     "A's columns must equal B's rows")
+    a, b = cp.ascontiguousarray(a), cp.ascontiguousarray(b)
+    if c is not None:
+        c = cp.asarray(c)
+        if c.shape != (a.shape[0], b.shape[1]) or c.dtype != cp.float64 or not c.flags.c_contiguous:
+            raise KernelLabArgumentError(f"C must be a C-contiguous float64 {a.shape[0]}x{b.shape[1]} matrix, "
+                                         f"got {c.dtype} {c.shape}")
+    elif beta != 0:
+        raise KernelLabArgumentError("beta is not 0 but no C was given")
+    return a, b, c
