@@ -42,6 +42,14 @@ def _compile_job(spec):
         return spec, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-1500:]}"
 
 
+OUT_FILE = [None]
+
+
+def _save(results):
+    if OUT_FILE[0]:
+        Path(OUT_FILE[0]).write_text(json.dumps(results, indent=1))
+
+
 def check_small(results, slices, cfg):
     import cupy as cp
     import numpy as np
@@ -85,6 +93,7 @@ def check_small(results, slices, cfg):
             line = {"method": method, "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-2000:]}
         print("check", json.dumps(line), flush=True)
         results["checks"].append(line)
+        _save(results)
 
 
 def time_peers(results, sizes):
@@ -123,6 +132,7 @@ def time_peers(results, sizes):
                 results["peers"].append({"name": "cuBLAS FP64 emulation", "n": n,
                                          "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
         print("peers", json.dumps(results["peers"][-3:]), flush=True)
+        _save(results)
 
 
 def time_methods(results, jobs, slices):
@@ -155,13 +165,14 @@ def time_methods(results, jobs, slices):
                     "trace": traceback.format_exc()[-1500:]}
         print("time", json.dumps(line), flush=True)
         results["methods"].append(line)
+        _save(results)
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     p.add_argument("--slices", type=int, default=7)
-    p.add_argument("--jobs", default="fused:4096", help="method:size,... compiled in parallel, then timed")
+    p.add_argument("--jobs", default="fused:4096", help="method:size[:tm,tn,tk,threads,depth];... compiled in parallel, then timed")
     p.add_argument("--peer-sizes", default="4096,8192")
     p.add_argument("--config", default="128,128,128,128,3")
     p.add_argument("--skip-check", action="store_true")
@@ -173,11 +184,16 @@ def main():
     tm, tn, tk, nt, dp = (int(x) for x in args.config.split(","))
     cfg = dict(tile_m=tm, tile_n=tn, tile_k=tk, threads=nt, depth=dp)
     jobs = []
-    for item in args.jobs.split(","):
+    for item in args.jobs.split(";"):
         if item:
-            method, n = item.split(":")
-            jobs.append((method, int(n), args.slices, cfg))
+            parts = item.split(":")
+            job_cfg = cfg
+            if len(parts) == 3:
+                tm, tn, tk, nt, dp = (int(x) for x in parts[2].split(","))
+                job_cfg = dict(tile_m=tm, tile_n=tn, tile_k=tk, threads=nt, depth=dp)
+            jobs.append((parts[0], int(parts[1]), args.slices, job_cfg))
     results = {"checks": [], "peers": [], "methods": [], "compiles": []}
+    OUT_FILE[0] = str(Path(args.out, "probe07.json"))
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
@@ -189,8 +205,9 @@ def main():
     time_peers(results, [int(x) for x in args.peer_sizes.split(",") if x])
     for f in futures:
         spec, secs, err = f.result()
-        results["compiles"].append({"job": spec[:2], "seconds": round(secs, 1), "error": err})
-        print("compile", spec[:2], round(secs, 1), err or "", flush=True)
+        results["compiles"].append({"job": spec[:2], "cfg": spec[3], "seconds": round(secs, 1), "error": err})
+        print("compile", spec[:2], spec[3], round(secs, 1), err or "", flush=True)
+        _save(results)
     pool.shutdown()
     print(f"compile phase done at {time.perf_counter() - t0:.0f} s", flush=True)
     time_methods(results, [j for j, c in zip(jobs, results["compiles"]) if not c["error"]], args.slices)
