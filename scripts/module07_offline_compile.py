@@ -53,6 +53,33 @@ def _job(spec):
             f"{time.perf_counter() - t0:.0f} s; cache hits {stats.get('hits')}, misses {stats.get('misses')}")
 
 
+def _plain_kernels(slices, cc):
+    """Compile the plain Numba kernels of ``kernel_lab.ozaki.gpu`` (no cuBLASDx) to PTX: typing errors
+    that the simulator, which runs kernels as Python, cannot see."""
+    from numba import cuda, types
+
+    from kernel_lab.ozaki import gpu
+
+    f64m = types.Array(types.float64, 2, "C")
+    f64v = types.Array(types.float64, 1, "C")
+    i32v = types.Array(types.int32, 1, "C")
+    i32c = types.Array(types.int32, 3, "C")
+    i8c = types.Array(types.int8, 3, "C")
+    col_max, col_finish = gpu.col_exponents_kernels()
+    kernels = {
+        "row_exponents": (gpu.row_exponents_kernel(), (f64m, i32v, i32v)),
+        "col_max": (col_max, (f64m, f64v, i32v)),
+        "col_finish": (col_finish, (f64v, i32v, i32v)),
+        "slice_rows": (gpu.slice_rows_kernel(slices), (f64m, i32v, i32v, i32c)),
+        "slice_cols": (gpu.slice_cols_kernel(slices), (f64m, i32v, i32v, i8c)),
+        "reconstruct_pairs": (gpu.reconstruct_kernel(slices, True), (i32c, i32v, i32v, types.float64, types.float64, f64m)),
+        "reconstruct_diagonals": (gpu.reconstruct_kernel(slices, False), (i32c, i32v, i32v, types.float64, types.float64, f64m)),
+    }
+    for name, (kern, sig) in kernels.items():
+        cuda.compile(kern.py_func, sig, cc=cc, output="ptx")
+        print(f"plain kernel {name}: compiles", flush=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shapes", default="300x200x400", help="MxNxK or a single size N for NxNxN, comma-separated")
@@ -62,6 +89,7 @@ def main():
     p.add_argument("--cc", default="9.0")
     p.add_argument("--cache-dir", default=os.environ.get("KERNEL_LAB_CACHE_DIR"))
     p.add_argument("--processes", type=int, default=os.cpu_count() or 2)
+    p.add_argument("--plain", action="store_true", help="also compile the plain Numba kernels to PTX")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if not args.child:  # re-run with the stand-in driver on the library path (read at process start)
@@ -80,6 +108,13 @@ def main():
         tm, tn, tk, nt, dp = (int(x) for x in c.split(","))
         cfgs.append(dict(tile_m=tm, tile_n=tn, tile_k=tk, threads=nt, depth=dp))
     cc = tuple(int(x) for x in args.cc.split("."))
+    if args.plain:
+        sys.path.insert(0, str(ROOT / "utilities"))
+        import kernel_lab  # noqa: F401  (GPU target: NUMBA_ENABLE_CUDASIM=0 set by the wrapper)
+
+        _plain_kernels(args.slices, cc)
+        if not args.methods:
+            return
     specs = [(meth, shape, cfg, args.slices, cc, args.cache_dir)
              for cfg in cfgs for shape in shapes for meth in args.methods.split(",")]
     import multiprocessing as mp

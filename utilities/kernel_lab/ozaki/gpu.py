@@ -42,6 +42,7 @@ from .slicing import MAX_SLICES, max_exact_k, scaled_bits
 
 ROW_THREADS = 128  # threads per row in row_exponents
 TILE = 32  # the transpose tile of slice_cols and col_exponents
+TILE_PADDED = TILE + 1  # a padded row: no bank conflicts reading columns (module 01.3)
 COL_ROWS = 256  # rows of B each block of col_exponents reduces
 
 
@@ -224,7 +225,7 @@ def slice_cols_kernel(slices: int):
         k0 = cuda.blockIdx.y * TILE
         tx = cuda.threadIdx.x
         ty = cuda.threadIdx.y
-        tile = cuda.shared.array((TILE, TILE + 1), np.float64)
+        tile = cuda.shared.array((TILE, TILE_PADDED), np.float64)
         k, n = b.shape
         for r in range(ty, TILE, 8):  # read rows of B: consecutive tx, consecutive columns
             kk = k0 + r
