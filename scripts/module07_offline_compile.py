@@ -35,8 +35,9 @@ def _job(spec):
     mp, np_, kp = cfg.padded(m, n, k)
     t0 = time.perf_counter()
     mm = gpu.matmul_description(cfg)
-    pipe = offline.pipeline_for_shapes(mm, cfg.depth, (mp, kp, slices), (kp, 1, mp * kp),
-                                       (kp, np_, slices), (1, kp, np_ * kp), np.int8)
+    planes = gpu.PLANES
+    pipe = offline.pipeline_for_shapes(mm, cfg.depth, (mp, kp, planes), (kp, 1, mp * kp),
+                                       (kp, np_, planes), (1, kp, np_ * kp), np.int8)
     factory = {"fused": gpu.fused_kernel, "partial": gpu.diagonal_sums_kernel,
                "unfused": gpu.pair_products_kernel}[method]
     _, kern = factory(cfg)
@@ -85,7 +86,7 @@ def main():
     p.add_argument("--shapes", default="300x200x400", help="MxNxK or a single size N for NxNxN, comma-separated")
     p.add_argument("--methods", default="fused,partial,unfused")
     p.add_argument("--slices", type=int, default=7)
-    p.add_argument("--config", default="128,128,128,128,3", help="tile_m,tile_n,tile_k,threads,depth; ';' between several")
+    p.add_argument("--config", default="128,256,128,256,3", help="tile_m,tile_n,tile_k,threads,depth; ';' between several")
     p.add_argument("--cc", default="9.0")
     p.add_argument("--cache-dir", default=os.environ.get("KERNEL_LAB_CACHE_DIR"))
     p.add_argument("--processes", type=int, default=os.cpu_count() or 2)

@@ -22,9 +22,10 @@ Multiplying (notebooks 07.3-07.5), with cuBLASDx's pipeline API on INT8 tensor c
   ``fused``           one block per output tile runs every diagonal and adds each one, converted
                       and scaled, into C in float64.
 
-The digit buffers are 3D: ``(s, rows, K)``. The pipeline sees them through transposed views,
-``(Mp, Kp, s)`` for A and ``(Kp, Np, s)`` for B, whose last mode is a batch: a tile is addressed as
-``(tile index, slice index)``, so one pipeline (one compilation per shape) serves every pair.
+The digit buffers are 3D: ``(PLANES, rows, K)``, of which the first ``s`` planes are used. The
+pipeline sees them through transposed views, ``(Mp, Kp, PLANES)`` for A and ``(Kp, Np, PLANES)`` for
+B, whose last mode is a batch: a tile is addressed as ``(tile index, slice index)``, so one pipeline
+(one compilation per padded shape) serves every pair and every slice count.
 """
 
 from __future__ import annotations
@@ -41,9 +42,20 @@ from ..validate import KernelLabArgumentError
 from .slicing import MAX_SLICES, max_exact_k, scaled_bits
 
 ROW_THREADS = 128  # threads per row in row_exponents
+PLANES = 16  # digit planes in every buffer: the pipeline's type holds the buffers' shapes, so a fixed
+# plane count lets one compiled kernel serve any number of slices (1..8) and Ozaki-II's moduli
 TILE = 32  # the transpose tile of slice_cols and col_exponents
 TILE_PADDED = TILE + 1  # a padded row: no bank conflicts reading columns (module 01.3)
 COL_ROWS = 256  # rows of B each block of col_exponents reduces
+
+
+def why_not_here() -> str | None:
+    """None where the pipeline kernels can run (a Hopper-class GPU, nvmath-python, CuPy), else why not."""
+    from ..environment import gpu_info, on_simulator, unmet_requirements
+
+    problems = unmet_requirements(["gpu", "nvmath", "cupy", "cc>=9.0", "cuda>=13"], simulator=on_simulator(),
+                                  gpu=gpu_info())
+    return "; ".join(problems) if problems else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -52,12 +64,17 @@ COL_ROWS = 256  # rows of B each block of col_exponents reduces
 
 @dataclass(frozen=True)
 class OzakiConfig:
-    """The INT8 pipeline GEMM behind every method: tile, threads, pipeline depth."""
+    """The INT8 pipeline GEMM behind every method: tile, threads, pipeline depth.
+
+    The default was the fastest of four measured on an H100 for the fused kernel at 8192^3
+    (2026-11-23, 7 slices): 128x256x128 with two warpgroups, depth 3: 30.7 ms; 128x128x128 with one
+    warpgroup: 56.7 ms (depth 4: 57.9); 256x128x128 with two: 46.3 ms.
+    """
 
     tile_m: int = 128
-    tile_n: int = 128
+    tile_n: int = 256
     tile_k: int = 128
-    threads: int = 128
+    threads: int = 256
     depth: int = 3
 
     def label(self) -> str:
@@ -103,30 +120,29 @@ def row_exponents_kernel():
         row = cuda.blockIdx.x
         tid = cuda.threadIdx.x
         best = cuda.shared.array(T, np.float64)
+        odd = cuda.shared.array(T, np.int32)  # 1 where the thread saw Inf or NaN
         k = a.shape[1]
         amax = 0.0
+        seen = 0
         for j in range(tid, k, T):
             v = abs(a[row, j])
-            if not v <= amax:  # also true for NaN, which must win
+            if math.isinf(v) or math.isnan(v):  # no exponent for this row: it is sliced as zeros
+                seen = 1
+            elif v > amax:
                 amax = v
         best[tid] = amax
+        odd[tid] = seen
         cuda.syncthreads()
         half = T // 2
         while half > 0:
             if tid < half:
-                other = best[tid + half]
-                if not other <= best[tid]:
-                    best[tid] = other
+                best[tid] = max(best[tid], best[tid + half])
+                odd[tid] = max(odd[tid], odd[tid + half])
             cuda.syncthreads()
             half //= 2
         if tid == 0:
-            amax = best[0]
-            if amax - amax != 0.0:  # Inf or NaN: no exponent; the row is sliced as zeros
-                e[row] = 0
-                bad[row] = 1
-            else:
-                bad[row] = 0
-                e[row] = math.frexp(amax)[1] if amax > 0.0 else 0
+            bad[row] = odd[0]
+            e[row] = math.frexp(best[0])[1] if best[0] > 0.0 and odd[0] == 0 else 0
 
     return row_exponents
 
@@ -147,19 +163,16 @@ def col_exponents_kernels():
         if col < n:
             for r in range(k0 + cuda.threadIdx.y, min(k0 + R, k), 8):
                 v = abs(b[r, col])
-                if not v <= m:
+                if math.isinf(v) or math.isnan(v):
+                    bad[col] = 1
+                elif v > m:
                     m = v
         part[cuda.threadIdx.y, cuda.threadIdx.x] = m
         cuda.syncthreads()
         if cuda.threadIdx.y == 0 and col < n:
             for y in range(1, 8):
-                o = part[y, cuda.threadIdx.x]
-                if not o <= m:
-                    m = o
-            if m - m != 0.0:
-                bad[col] = 1
-            else:
-                cuda.atomic.max(amax, col, m)
+                m = max(m, part[y, cuda.threadIdx.x])
+            cuda.atomic.max(amax, col, m)
 
     @cuda.jit
     def col_finish(amax, e, bad):
@@ -308,13 +321,15 @@ def matmul_description(cfg: OzakiConfig):
 
 
 def _pipeline_jit(kernel, cfg: OzakiConfig):
+    """``cuda.jit`` for a pipeline kernel. ``make(MM, cfg)``, where a factory takes one, returns the
+    Python function of a learner-written kernel with the same arguments as the course's."""
     from nvmath.device.cublasdx_numba import pipeline_extensions
 
     return cuda.jit(kernel, extensions=pipeline_extensions, launch_bounds=(cfg.threads, 1))
 
 
 @functools.lru_cache(maxsize=None)
-def pair_products_kernel(cfg: OzakiConfig):
+def pair_products_kernel(cfg: OzakiConfig, make=None):
     """Unfused: block (tile_m, tile_n, pair) stores ``A_t @ B_u`` as INT32 into ``out[pair]``.
     Grid ``(Mp/TM, Np/TN, pairs)``; ``pair_t``/``pair_u`` list the slice indices of each pair."""
     MM = matmul_description(cfg)
@@ -340,11 +355,11 @@ def pair_products_kernel(cfg: OzakiConfig):
                     out[p, gr, gc] = res[i]
         tile._del()
 
-    return MM, _pipeline_jit(pair_products, cfg)
+    return MM, _pipeline_jit(make(MM, cfg) if make else pair_products, cfg)
 
 
 @functools.lru_cache(maxsize=None)
-def diagonal_sums_kernel(cfg: OzakiConfig):
+def diagonal_sums_kernel(cfg: OzakiConfig, make=None):
     """Partly fused: block (tile_m, tile_n, d) streams the pairs (0, d), (1, d-1), ..., (d, 0) through
     one accumulator and stores the INT32 diagonal sum into ``out[d]``. Grid ``(Mp/TM, Np/TN, s)``."""
     MM = matmul_description(cfg)
@@ -373,11 +388,11 @@ def diagonal_sums_kernel(cfg: OzakiConfig):
                     out[d, gr, gc] = res[i]
         tile._del()
 
-    return MM, _pipeline_jit(diagonal_sums, cfg)
+    return MM, _pipeline_jit(make(MM, cfg) if make else diagonal_sums, cfg)
 
 
 @functools.lru_cache(maxsize=None)
-def fused_kernel(cfg: OzakiConfig):
+def fused_kernel(cfg: OzakiConfig, make=None):
     """Fully fused: block (tile_m, tile_n) runs every diagonal, least significant first, and adds
     ``alpha * D_d * 2**(ea + eb - 12 - 8d)`` into C in float64 (beta once, C not read if beta is 0).
     Grid ``(Mp/TM, Np/TN)``; dynamic shared memory: the pipeline's buffer, then the tile's row and
@@ -427,7 +442,7 @@ def fused_kernel(cfg: OzakiConfig):
                         c[gr, gc] = x
         tile._del()
 
-    return MM, _pipeline_jit(fused, cfg)
+    return MM, _pipeline_jit(make(MM, cfg) if make else fused, cfg)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -447,13 +462,18 @@ class OzakiGemm:
     (cuBLASDx's pipeline description holds the global shapes).
     """
 
-    def __init__(self, slices: int = 7, method: str = "fused", config: OzakiConfig | None = None):
+    def __init__(self, slices: int = 7, method: str = "fused", config: OzakiConfig | None = None,
+                 kernel=None, reconstruct=None):
         if not isinstance(slices, (int, np.integer)) or not 1 <= slices <= MAX_SLICES:
             raise KernelLabArgumentError(f"slices must be 1..{MAX_SLICES}, got {slices!r}")
         if method not in METHODS:
             raise KernelLabArgumentError(f"method must be one of {METHODS}, got {method!r}")
         self.slices, self.method = int(slices), method
         self.config = config or OzakiConfig()
+        # A learner's kernels: ``kernel`` is ``make(MM, cfg) -> function`` for the method's pipeline
+        # kernel; ``reconstruct`` a ``cuda.jit`` kernel with reconstruct_kernel's arguments.
+        self.make_kernel = kernel
+        self.reconstruct = reconstruct
         self._shape_state = {}
         self.compile_seconds = {}
         self.last_nonfinite = 0
@@ -469,8 +489,8 @@ class OzakiGemm:
         s = self.slices
         mp, np_, kp = self.config.padded(m, n, k)
         st = {"padded": (mp, np_, kp)}
-        st["da"] = cp.empty((s, mp, kp), dtype=cp.int8)
-        st["db"] = cp.empty((s, np_, kp), dtype=cp.int8)
+        st["da"] = cp.zeros((PLANES, mp, kp), dtype=cp.int8)  # planes s.. stay zero, unused
+        st["db"] = cp.zeros((PLANES, np_, kp), dtype=cp.int8)
         st["ea"] = cp.empty(m, dtype=cp.int32)
         st["eb"] = cp.empty(n, dtype=cp.int32)
         st["bad_a"] = cp.empty(m, dtype=cp.int32)
@@ -506,44 +526,74 @@ class OzakiGemm:
         col_max, col_finish = col_exponents_kernels()
         col_max[(-(-n // TILE), -(-k // COL_ROWS)), (TILE, 8)](b, st["amax_b"], st["bad_b"])
         col_finish[-(-n // 128), 128](st["amax_b"], st["eb"], st["bad_b"])
-        words = st["da"].view(np.int32)  # (s, Mp, Kp/4)
+        words = st["da"][:s].view(np.int32)  # (s, Mp, Kp/4)
         slice_rows_kernel(s)[(-(-(kp // 4) // 32), -(-mp // 8)), (32, 8)](a, st["ea"], st["bad_a"], words)
         slice_cols_kernel(s)[(np_ // TILE, kp // TILE), (TILE, 8)](b, st["eb"], st["bad_b"], st["db"])
 
-    def multiply(self, st, alpha, beta, c):
-        """The INT8 products and the float64 result, by ``self.method``."""
-        from ..tensor_cores.gemm import set_max_dynamic_shared_memory
-
+    def _launch(self, st, alpha, beta, c):
+        """(kernel, grid, args, dynamic shared memory) of the method's pipeline kernel."""
         cfg = self.config
         mp, np_, _ = st["padded"]
         pipe = st["pipe"]
         grid = (mp // cfg.tile_m, np_ // cfg.tile_n)
         s = self.slices
-        m, n = c.shape
         if self.method == "fused":
-            _, kern = fused_kernel(cfg)
+            _, kern = fused_kernel(cfg, self.make_kernel)
             args = (np.int32(s), st["ea"], st["eb"], np.float64(alpha), np.float64(beta), c, pipe)
             smem = pipe.buffer_size + 4 * (cfg.tile_m + cfg.tile_n)
         elif self.method == "partial":
-            _, kern = diagonal_sums_kernel(cfg)
+            _, kern = diagonal_sums_kernel(cfg, self.make_kernel)
             args = (st["parts"], pipe)
             grid = grid + (s,)
             smem = pipe.buffer_size
         else:
-            _, kern = pair_products_kernel(cfg)
+            _, kern = pair_products_kernel(cfg, self.make_kernel)
             args = (st["pair_t"], st["pair_u"], st["parts"], pipe)
             grid = grid + (st["pair_t"].size,)
             smem = pipe.buffer_size
-        key = (self.method, st["padded"])
+        key = (self.method, st["padded"], self.make_kernel)
         if key not in self.compile_seconds:
+            from ..tensor_cores.gemm import set_max_dynamic_shared_memory
+
             t0 = time.perf_counter()
             set_max_dynamic_shared_memory(kern, args, smem)  # compiles for these argument types
             self.compile_seconds[key] = time.perf_counter() - t0
-        kern[grid, pipe.block_dim, 0, smem](*args)
+        return kern, grid, args, smem
+
+    def compile(self, m: int, n: int, k: int) -> float:
+        """Compile this method's kernels for an (M, N, K) problem without running them; seconds."""
+        import cupy as cp
+
+        st = self._state(m, n, k)
+        c = cp.empty((m, n), dtype=cp.float64)
+        t0 = time.perf_counter()
+        self._launch(st, 1.0, 0.0, c)
+        return time.perf_counter() - t0
+
+    def multiply(self, st, alpha, beta, c):
+        """The INT8 products and the float64 result, by ``self.method``."""
+        kern, grid, args, smem = self._launch(st, alpha, beta, c)
+        kern[grid, st["pipe"].block_dim, 0, smem](*args)
         if self.method != "fused":
-            rec = reconstruct_kernel(s, self.method == "unfused")
+            m, n = c.shape
+            rec = self.reconstruct or reconstruct_kernel(self.slices, self.method == "unfused")
             rec[(-(-n // 32), -(-m // 8)), (32, 8)](st["parts"], st["ea"], st["eb"], np.float64(alpha),
                                                    np.float64(beta), c)
+
+    def stages(self, a, b, c, alpha: float = 1.0, beta: float = 0.0) -> dict:
+        """The method's steps as separate launchers, to time each: ``{"slicing": f, "products": f,
+        "reconstruction": f}`` (no reconstruction for the fused method). Call the GEMM once first."""
+        a, b, c = _check_operands(a, b, c, beta)
+        st = self._state(a.shape[0], b.shape[1], a.shape[1])
+        kern, grid, args, smem = self._launch(st, alpha, beta, c)
+        out = {"slicing": lambda: self.slice_operands(a, b, st),
+               "products": lambda: kern[grid, st["pipe"].block_dim, 0, smem](*args)}
+        if self.method != "fused":
+            m, n = c.shape
+            rec = self.reconstruct or reconstruct_kernel(self.slices, self.method == "unfused")
+            out["reconstruction"] = lambda: rec[(-(-n // 32), -(-m // 8)), (32, 8)](
+                st["parts"], st["ea"], st["eb"], np.float64(alpha), np.float64(beta), c)
+        return out
 
     def __call__(self, a, b, c=None, alpha: float = 1.0, beta: float = 0.0):
         import cupy as cp
@@ -599,3 +649,52 @@ def _check_operands(a, b, c, beta):
     elif beta != 0:
         raise KernelLabArgumentError("beta is not 0 but no C was given")
     return a, b, c
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiling ahead of time
+
+
+def _warm_job(spec):
+    import os
+
+    os.environ.setdefault("KERNEL_LAB_QUIET", "1")
+    import kernel_lab  # noqa: F401  (GPU backend before numba.cuda)
+
+    method, shape, slices, cfg_dict = spec
+    t0 = time.perf_counter()
+    try:
+        OzakiGemm(slices, method, OzakiConfig(**cfg_dict)).compile(*shape)
+        return spec, time.perf_counter() - t0, None
+    except Exception as exc:  # noqa: BLE001 - reported to the caller
+        return spec, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}"
+
+
+def precompile(jobs, processes: int | None = None, log=print) -> list:
+    """Fill the code-generation cache for ``jobs`` = [(method, (M, N, K)), ...] in parallel processes.
+
+    cuBLASDx code generation (NVRTC inside libmathdx, minutes per problem shape) is CPU work and
+    the same for every kernel that uses one pipeline: side by side on a many-core host it costs the
+    time of the slowest job, and kernels compiled afterwards (a learner's too) take seconds.
+    Each job may add ``slices`` and an ``OzakiConfig`` as third and fourth items.
+    """
+    import multiprocessing as mp
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    specs = []
+    for job in jobs:
+        method, shape = job[0], tuple(job[1])
+        slices = job[2] if len(job) > 2 else 7
+        cfg = (job[3] if len(job) > 3 else OzakiConfig()).as_dict()
+        specs.append((method, shape, slices, cfg))
+    if not specs:
+        return []
+    processes = processes or max(1, min(len(specs), (os.cpu_count() or 2) - 1, 14))
+    results = []
+    with ProcessPoolExecutor(max_workers=processes, mp_context=mp.get_context("spawn")) as pool:
+        for spec, seconds, error in pool.map(_warm_job, specs):
+            results.append((spec, seconds, error))
+            if log:
+                log(f"compiled {spec[0]} for {spec[1]} in {seconds:.0f} s" + (f": FAILED {error}" if error else ""))
+    return results
