@@ -95,7 +95,7 @@ def test_requirements_in_the_simulator_name_only_what_is_missing(monkeypatch):
     monkeypatch.setattr(environment, "_import_ok", lambda module: module != "nvmath")  # nvmath missing
     problems = unmet_requirements(module06, simulator=True, gpu=GPUInfo())
     assert len(problems) == 2 and "cupy" not in " ".join(problems)
-    assert problems[1].startswith("this notebook needs the package nvmath-python, which is not installed")
+    assert problems[1] == "on a GPU machine it also needs nvmath-python, not installed here (pip install -e '.[cu13]')"
 
 
 def test_a_gpu_library_alone_still_asks_for_a_gpu_in_the_simulator(monkeypatch):

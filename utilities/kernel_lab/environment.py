@@ -199,7 +199,7 @@ def unmet_requirements(requires, *, simulator: bool, gpu: GPUInfo) -> list[str]:
     Pure function of its arguments plus importability of packages, so the notebook test harness
     can ask the same question before it runs a notebook, and skip it with the same sentence.
     """
-    problems, gpu_only = [], []
+    problems, gpu_only, gpu_packages_missing = [], [], []
     for raw in requires:
         kind, version = _parse_requirement(raw)
         if simulator and kind in NEEDS_REAL_GPU | {"cc", "cuda"}:
@@ -210,7 +210,7 @@ def unmet_requirements(requires, *, simulator: bool, gpu: GPUInfo) -> list[str]:
             if need not in gpu_only:
                 gpu_only.append(need)
             if kind in PACKAGES and not _import_ok(PACKAGES[kind][0]):
-                problems.append(_missing_package(kind))
+                gpu_packages_missing.append(kind)
             continue
         if kind == "warp" and simulator:
             if not _simulator_has_warp_operations():
@@ -232,6 +232,11 @@ def unmet_requirements(requires, *, simulator: bool, gpu: GPUInfo) -> list[str]:
         listed = ", ".join(gpu_only[:-1]) + (" and " if len(gpu_only) > 1 else "") + gpu_only[-1]
         problems.insert(0, f"this notebook needs {listed}, which the CUDA simulator cannot provide "
                            "(no GPU was found, so kernels would run on the CPU)")
+    if gpu_packages_missing:  # useless without a GPU, so not an install to do now: said as a note
+        names = [PACKAGES[kind][1][0] for kind in gpu_packages_missing]
+        hints = sorted({PACKAGES[kind][2] for kind in gpu_packages_missing})
+        problems.insert(1, f"on a GPU machine it also needs {' and '.join(names)}, not installed here "
+                           f"({'; '.join(hints)})")
     return problems
 
 
