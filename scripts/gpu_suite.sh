@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The whole suite on a GPU machine, in one call:
 #   1. run every solution notebook at full size and store its outputs (nbval's reference),
-#   2. regenerate course/ from solutions/,
-#   3. run pytest: unit tests on the GPU, and nbval on every notebook against the fresh outputs.
+#   2. list the readings (prose) that the fresh outputs contradict, sentence by sentence
+#      (readings.log; the readings test fails on them too),
+#   3. regenerate course/ from solutions/,
+#   4. run pytest: unit tests on the GPU, and nbval on every notebook against the fresh outputs.
 # Usage: scripts/gpu_suite.sh [notebook ...]      (default: all notebooks)
 #        PYTEST_ARGS="..." scripts/gpu_suite.sh ...  (extra pytest arguments)
 # With $OUT set (the course's lent-GPU workflow), the refreshed solutions/ and the logs are copied
-# there as solutions.tar.gz, store.log and pytest.log.
+# there as solutions.tar.gz, store.log, readings.log and pytest.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +25,8 @@ logs=${OUT:-/tmp}
 
 python3 -m kernel_lab.store_outputs "$@" 2>&1 | tee "$logs/store.log"
 store_rc=${PIPESTATUS[0]}
+python3 -m kernel_lab.readings "$@" > "$logs/readings.log" 2>&1  # the sentences to update, if any
+tail -n 1 "$logs/readings.log"
 python3 -m kernel_lab.exercises
 if [ -n "${OUT:-}" ]; then  # before the tests, so a run cut short still returns the new outputs
   tar czf "$OUT/solutions.tar.gz" solutions course

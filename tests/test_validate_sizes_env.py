@@ -81,12 +81,29 @@ def test_requirements_on_a_gpu():
     problems = unmet_requirements(["cc>=9.0", "cuda>=13"], simulator=False, gpu=OLD)
     assert "compute capability 9.0 or newer; T4 is 7.5" in problems[0]
     assert "CUDA 13.0 or newer" in problems[1] and "supports CUDA 12.4" in problems[1]
+    assert "update the GPU driver" in problems[1] and "cu12 notebooks" not in problems[1]  # there are none
 
 
-def test_requirements_in_the_simulator_name_what_is_missing():
-    problems = unmet_requirements(["gpu", "cupy", "cc>=8.0"], simulator=True, gpu=GPUInfo())
-    assert problems == ["this notebook needs a real GPU, cupy and compute capability 8.0+, which the CUDA "
-                        "simulator cannot provide (no GPU was found, so kernels would run on the CPU)"]
+def test_requirements_in_the_simulator_name_only_what_is_missing(monkeypatch):
+    import kernel_lab.environment as environment
+
+    module06 = ["gpu", "nvmath", "cupy", "cc>=8.0", "cuda>=13"]
+    monkeypatch.setattr(environment, "_import_ok", lambda module: True)  # nvmath and cupy installed
+    assert unmet_requirements(module06, simulator=True, gpu=GPUInfo()) == [
+        "this notebook needs a real GPU, compute capability 8.0+ and CUDA 13+, which the CUDA simulator cannot "
+        "provide (no GPU was found, so kernels would run on the CPU)"]
+    monkeypatch.setattr(environment, "_import_ok", lambda module: module != "nvmath")  # nvmath missing
+    problems = unmet_requirements(module06, simulator=True, gpu=GPUInfo())
+    assert len(problems) == 2 and "cupy" not in " ".join(problems)
+    assert problems[1] == "on a GPU machine it also needs nvmath-python, not installed here (pip install -e '.[cu13]')"
+
+
+def test_a_gpu_library_alone_still_asks_for_a_gpu_in_the_simulator(monkeypatch):
+    import kernel_lab.environment as environment
+
+    monkeypatch.setattr(environment, "_import_ok", lambda module: True)
+    (problem,) = unmet_requirements(["cupy"], simulator=True, gpu=GPUInfo())
+    assert problem.startswith("this notebook needs a real GPU, which the CUDA simulator cannot provide")
 
 
 def test_missing_package_is_named_with_its_install_command(monkeypatch):

@@ -199,12 +199,18 @@ def unmet_requirements(requires, *, simulator: bool, gpu: GPUInfo) -> list[str]:
     Pure function of its arguments plus importability of packages, so the notebook test harness
     can ask the same question before it runs a notebook, and skip it with the same sentence.
     """
-    problems, gpu_only = [], []
+    problems, gpu_only, gpu_packages_missing = [], [], []
     for raw in requires:
         kind, version = _parse_requirement(raw)
         if simulator and kind in NEEDS_REAL_GPU | {"cc", "cuda"}:
-            gpu_only.append({"gpu": "a real GPU", "cc": f"compute capability {version[0]}.{version[1]}+" if version
-                             else "", "cuda": f"CUDA {version[0]}+" if version else ""}.get(kind, kind))
+            # Only a GPU provides these. Say so once; name a GPU library only if it is missing too
+            # (installed, it is not what stops the notebook here).
+            need = {"cc": f"compute capability {version[0]}.{version[1]}+" if version else "",
+                    "cuda": f"CUDA {version[0]}+" if version else ""}.get(kind, "a real GPU")
+            if need not in gpu_only:
+                gpu_only.append(need)
+            if kind in PACKAGES and not _import_ok(PACKAGES[kind][0]):
+                gpu_packages_missing.append(kind)
             continue
         if kind == "warp" and simulator:
             if not _simulator_has_warp_operations():
@@ -216,15 +222,28 @@ def unmet_requirements(requires, *, simulator: bool, gpu: GPUInfo) -> list[str]:
         elif kind == "cuda" and gpu.driver_cuda_version is not None and gpu.driver_cuda_version < version:
             have = gpu.driver_cuda_version
             problems.append(f"this notebook needs CUDA {version[0]}.{version[1]} or newer; this GPU's driver "
-                            f"supports CUDA {have[0]}.{have[1]} (update the driver, or use the cu12 notebooks)")
+                            f"supports CUDA {have[0]}.{have[1]}: update the GPU driver" +
+                            (" (the notebooks that do not need it run on this driver with the cu12 extra: "
+                             "pip install -e '.[cu12]')" if have[0] == 12 else ""))
         elif kind in PACKAGES and not _import_ok(PACKAGES[kind][0]):
-            problems.append(f"this notebook needs the package {PACKAGES[kind][1][0]}, which is not installed "
-                            f"or does not import here; install it with: {PACKAGES[kind][2]}")
+            problems.append(_missing_package(kind))
     if gpu_only:
+        gpu_only.sort(key=lambda need: need != "a real GPU")  # "a real GPU" first, then its versions
         listed = ", ".join(gpu_only[:-1]) + (" and " if len(gpu_only) > 1 else "") + gpu_only[-1]
         problems.insert(0, f"this notebook needs {listed}, which the CUDA simulator cannot provide "
                            "(no GPU was found, so kernels would run on the CPU)")
+    if gpu_packages_missing:  # useless without a GPU, so not an install to do now: said as a note
+        names = [PACKAGES[kind][1][0] for kind in gpu_packages_missing]
+        hints = sorted({PACKAGES[kind][2] for kind in gpu_packages_missing})
+        problems.insert(1, f"on a GPU machine it also needs {' and '.join(names)}, not installed here "
+                           f"({'; '.join(hints)})")
     return problems
+
+
+def _missing_package(kind: str) -> str:
+    _module, dists, hint = PACKAGES[kind]
+    return (f"this notebook needs the package {dists[0]}, which is not installed or does not import here; "
+            f"install it with: {hint}")
 
 
 def _simulator_has_warp_operations() -> bool:

@@ -11,16 +11,26 @@ between two marker lines::
 In ``course/`` the block becomes its stub lines, or ``# YOUR CODE HERE`` and ``pass`` when there are
 none. In markdown, ``<!-- BEGIN SOLUTION -->...<!-- END SOLUTION -->`` becomes a prompt for the
 learner's answer. Cells tagged ``solution-only`` are left out. Outputs are cleared; hint cells
-(collapsed ``<details>`` blocks) are kept.
+(collapsed ``<details>`` blocks) are kept. A *reading* (a markdown cell tagged ``reading``: what the
+course's GPU run measured, see :mod:`kernel_lab.readings`) is folded into a collapsed ``<details>``
+block, so that the learner sees it only after running the measurement and writing down a prediction.
 
 A course notebook the learner has edited is never overwritten: each generated notebook records a
 fingerprint of its cells, and a notebook whose cells no longer match it is skipped with a message
-(``--force`` replaces it after saving a backup copy beside it).
+(``--force`` replaces it after saving a backup copy beside it, ``NAME.mine-DATE.ipynb``).
+
+The learner's course/ is expected to differ from what the solutions generate: notebooks they ran
+(outputs), edited (their answers), backups and notebooks of their own. :func:`course_states` tells
+these apart from what is a problem for the course itself (a solution changed and course/ not
+regenerated, a course notebook missing or left behind by a removed solution). The tests fail only
+on problems and list the rest as skipped with the reason; in strict mode (CI, which checks a clean
+clone: ``KERNEL_LAB_STRICT_COURSE=1`` or ``--strict``) anything but the generated file fails.
 
 Usage::
 
-    python -m kernel_lab.exercises            # regenerate course/ from solutions/
-    python -m kernel_lab.exercises --check    # exit 1 if course/ is out of date (used by the tests)
+    python -m kernel_lab.exercises                   # regenerate course/ from solutions/
+    python -m kernel_lab.exercises --check           # report course/; exit 1 if a solution was not regenerated
+    python -m kernel_lab.exercises --check --strict  # exit 1 unless course/ is exactly what solutions/ generates
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ import json
 import re
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -40,6 +51,11 @@ BEGIN, END, STUB = "### BEGIN SOLUTION", "### END SOLUTION", "##> "
 MD_SOLUTION = re.compile(r"<!-- BEGIN SOLUTION -->.*?<!-- END SOLUTION -->", re.S)
 MD_PROMPT = "*Your answer here.*"
 SOLUTION_ONLY_TAG = "solution-only"
+READING_TAG = "reading"  # the same tag kernel_lab.readings checks
+READING_SUMMARY = "<b>Reading the measurement</b> of the course's GPU run: open it once you have run the cells above"
+_READING_LEAD = re.compile(r"^\*\*Reading[^*]*\*\*\s*")
+_CHECKER_NOTES = re.compile(r"\s*<!--\s*(?:unchecked|also from):.*?-->", re.S)  # for kernel_lab.readings only
+BACKUP_MARK = ".mine-"  # backups that --force saves: NAME.mine-DATE.ipynb
 
 
 class ExerciseMarkupError(ValueError):
@@ -79,6 +95,12 @@ def has_solution_markup(nb) -> bool:
     return False
 
 
+def fold_reading(source: str) -> str:
+    """A reading as the learner first sees it: a collapsed block, opened after measuring."""
+    body = _READING_LEAD.sub("", _CHECKER_NOTES.sub("", source).strip(), count=1)  # the summary says it
+    return f"<details><summary>{READING_SUMMARY}</summary>\n\n{body}\n</details>"
+
+
 def fingerprint(nb) -> str:
     """A hash of the cells' kinds and sources: what a learner would change by editing."""
     content = [(c.cell_type, c.source) for c in nb.cells]
@@ -98,6 +120,8 @@ def make_exercise(solution_nb, source_name: str):
             cell.execution_count = None
         elif cell.cell_type == "markdown":
             cell.source = MD_SOLUTION.sub(MD_PROMPT, cell.source)
+            if READING_TAG in cell.get("metadata", {}).get("tags", []):
+                cell.source = fold_reading(cell.source)
         cell.pop("id", None)
         # Keep only the tags: execution timestamps and the like come from the GPU run.
         tags = cell.get("metadata", {}).get("tags")
@@ -144,21 +168,76 @@ def learner_edited(path: Path) -> bool:
     return recorded is None or recorded != fingerprint(nb)
 
 
-def out_of_date(root: Path) -> list[str]:
-    """Course notebooks that differ from what the solutions generate (empty: all in sync)."""
-    problems = []
+# What a course notebook can be, and which of these are problems of the course (not the learner's doing).
+PROBLEMS = ("out of date", "missing", "orphan")
+
+
+@dataclass(frozen=True)
+class CourseState:
+    """One notebook of course/: ``kind`` is one of "in sync", "run" (outputs from the learner's runs),
+    "edited", "backup", "yours" (a notebook of the learner's own), or a problem: "out of date" (its
+    solution changed and course/ was not regenerated), "missing", "orphan" (its solution is gone)."""
+
+    path: str  # relative to the repository root: course/...
+    kind: str
+    message: str
+    problem: bool
+
+
+def course_states(root: Path, *, strict: bool = False) -> list[CourseState]:
+    """The state of every notebook course/ holds or should hold."""
+    states = []
+
+    def add(target, kind, message):
+        problem = kind in PROBLEMS or (strict and kind != "in sync")
+        states.append(CourseState(target.relative_to(root).as_posix(), kind, message, problem))
+
     expected = set()
-    for _sol, target, text in plan(root):
+    for sol, target, text in plan(root):
         expected.add(target)
-        rel = target.relative_to(root).as_posix()
+        rel, sol_rel = target.relative_to(root).as_posix(), sol.relative_to(root).as_posix()
         if not target.exists():
-            problems.append(f"{rel} is missing")
-        elif target.read_text() != text:
-            problems.append(f"{rel} differs from what its solution generates")
+            add(target, "missing", f"{rel} is missing: run python -m kernel_lab.exercises")
+            continue
+        if target.read_text() == text:
+            add(target, "in sync", f"{rel} is what {sol_rel} generates")
+            continue
+        generated = nbformat.reads(text, as_version=4)
+        if fingerprint(nbformat.read(target, as_version=4)) == fingerprint(generated):
+            add(target, "run", f"{rel} carries outputs or metadata that the generator did not write: course "
+                               "notebooks are committed as generated (run python -m kernel_lab.exercises --force)"
+                if strict else f"{rel}: in step with its solution, with the outputs of your runs")
+        elif learner_edited(target):
+            if strict:
+                add(target, "edited", f"{rel} was edited by hand, but course/ is generated: make the change in "
+                                      f"{sol_rel} and run python -m kernel_lab.exercises --force")
+                continue
+            recorded = nbformat.read(target, as_version=4).metadata.get("kernel_lab", {}).get("fingerprint")
+            moved_on = recorded != fingerprint(generated)
+            add(target, "edited", f"{rel}: you have edited it; your edits are kept." + (
+                f" Its solution has changed since it was generated: python -m kernel_lab.exercises --force "
+                "writes the new version and saves yours beside it first." if moved_on else ""))
+        else:
+            add(target, "out of date", f"{rel} differs from what {sol_rel} generates: run "
+                                       "python -m kernel_lab.exercises")
     for extra in sorted((root / "course").rglob("*.ipynb")):
-        if extra not in expected and ".ipynb_checkpoints" not in extra.parts:
-            problems.append(f"{extra.relative_to(root).as_posix()} has no solution notebook")
-    return problems
+        if extra in expected or ".ipynb_checkpoints" in extra.parts:
+            continue
+        rel = extra.relative_to(root).as_posix()
+        source = nbformat.read(extra, as_version=4).metadata.get("kernel_lab", {}).get("generated_from")
+        if BACKUP_MARK in extra.name:
+            add(extra, "backup", f"{rel}: your copy, saved by --force; not tested")
+        elif source:
+            add(extra, "orphan", f"{rel} was generated from {source}, which no longer exists: delete it, or "
+                                 "restore the solution")
+        else:
+            add(extra, "yours", f"{rel}: a notebook of your own; not tested")
+    return states
+
+
+def out_of_date(root: Path, *, strict: bool = False) -> list[str]:
+    """The problems of course/ (empty: it is what the solutions generate, give or take the learner's work)."""
+    return [s.message for s in course_states(root, strict=strict) if s.problem]
 
 
 def generate(root: Path, *, force: bool = False, log=print) -> int:
@@ -169,13 +248,16 @@ def generate(root: Path, *, force: bool = False, log=print) -> int:
         if target.exists():
             if target.read_text() == text:
                 continue
-            if learner_edited(target):
+            if fingerprint(nbformat.read(target, as_version=4)) == fingerprint(nbformat.reads(text, as_version=4)):
+                if not force:
+                    continue  # only the outputs of the learner's runs differ: nothing to update
+            elif learner_edited(target):
                 if not force:
                     log(f"kept {rel}: you have edited it since it was generated. To replace it with the "
                         "new version, run again with --force (your copy is saved beside it first).")
                     kept += 1
                     continue
-                backup = target.with_name(f"{target.stem}.mine-{time.strftime('%Y%m%d-%H%M%S')}.ipynb")
+                backup = target.with_name(f"{target.stem}{BACKUP_MARK}{time.strftime('%Y%m%d-%H%M%S')}.ipynb")
                 backup.write_text(target.read_text())
                 log(f"saved your edits of {rel} as {backup.name}")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -187,21 +269,24 @@ def generate(root: Path, *, force: bool = False, log=print) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Write course/ (exercises) from solutions/.")
     parser.add_argument("--root", help="the repository root (default: here)")
-    parser.add_argument("--check", action="store_true", help="only report whether course/ is up to date")
+    parser.add_argument("--check", action="store_true",
+                        help="only report on course/: exit 1 if a solution changed and course/ was not regenerated "
+                             "(your edits, runs and own notebooks are listed, not failed)")
+    parser.add_argument("--strict", action="store_true",
+                        help="with --check: exit 1 unless course/ is exactly what solutions/ generates (CI)")
     parser.add_argument("--force", action="store_true",
-                        help="also replace course notebooks you edited (a backup is saved first)")
+                        help="also replace course notebooks you edited (a backup is saved first) or ran (outputs "
+                             "cleared)")
     args = parser.parse_args(argv)
     root = _root(args.root)
     if not (root / "solutions").is_dir():
         print(f"no solutions/ folder under {root}", file=sys.stderr)
         return 2
     if args.check:
-        problems = out_of_date(root)
-        for p in problems:
-            print(p)
-        if problems:
-            print("course/ is out of date: run  python -m kernel_lab.exercises")
-        return 1 if problems else 0
+        states = [s for s in course_states(root, strict=args.strict) if s.kind != "in sync"]
+        for s in states:
+            print(("problem: " if s.problem else "") + s.message)
+        return 1 if any(s.problem for s in states) else 0
     generate(root, force=args.force)
     return 0
 

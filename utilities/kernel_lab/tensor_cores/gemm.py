@@ -23,7 +23,7 @@ Two kernel families, both compiled once per machine and configuration:
     moves tiles with the Tensor Memory Accelerator through ``depth`` shared-memory stages and runs
     warpgroup MMAs; the kernel only asks for its tile and runs the epilogue. The global shapes are
     part of the pipeline's description, so this family compiles once per problem *shape* (the
-    launcher pads operands to whole tiles). It is the base of module 08's FP64 emulation.
+    launcher pads operands to whole tiles). It is the base of module 07's FP64 emulation.
 
 Measured on an H100 (2026-11-22, 4096^3): ``BlockGemm`` fp16 30.6 TFLOP/s (0.04x cuBLAS's 757), int8
 11.6 TOP/s; ``PipelineGemm`` fp16 262 TFLOP/s untuned, 342 tuned (0.45x cuBLAS), int8 377 TOP/s
