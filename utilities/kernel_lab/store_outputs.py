@@ -4,6 +4,9 @@ Stored outputs are what the notebook tests compare against, so they must come fr
 never from the simulator: this command refuses to run without one. It records which GPU produced
 them in each notebook's metadata (``kernel_lab.outputs_from``).
 
+A notebook that fails is not written back; with ``KERNEL_LAB_FAILED_DIR`` set, what it ran (its
+outputs up to the failing cell) is written there for diagnosis.
+
 Usage::
 
     python -m kernel_lab.store_outputs                    # every notebook under solutions/
@@ -13,6 +16,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,8 +32,15 @@ def store(path: Path, timeout: int = 1800) -> float:
 
     nb = nbformat.read(path, as_version=4)
     start = time.time()
-    NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    try:
+        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+    except Exception:
+        # Keep what ran, for diagnosis, outside solutions/ (never as the stored reference).
+        failed_dir = os.environ.get("KERNEL_LAB_FAILED_DIR")
+        if failed_dir:
+            nbformat.write(nb, Path(failed_dir) / f"{path.stem}.failed.ipynb")
+        raise
     g = gpu_info()
     cc = ".".join(map(str, g.compute_capability))
     nb.metadata.setdefault("kernel_lab", {})["outputs_from"] = (

@@ -105,7 +105,10 @@ def check_row_exponents(launch, *, seed=None) -> None:
             if (diff == -1).all() and np.all(np.frexp(amax)[0] == 0.5):
                 msg += ("\nHint: one too small exactly where the row's maximum is a power of two: the exponent must "
                         "make every |x| * 2**-e < 1, so 2.0 needs e = 2. math.frexp(2.0) = (0.5, 2) gives it; "
-                        "floor(log2(2.0)) + 0 does not.")
+                        "ceil(log2(2.0)) = 1 does not.")
+            elif (diff == -1).all():
+                msg += ("\nHint: one too small on every row: floor(log2(max)) is frexp's exponent minus one, and "
+                        "leaves |x| * 2**-e up to 2. Use math.frexp(amax)[1].")
             elif (amax == 0).all():
                 msg += "\nHint: a row of zeros has no largest exponent: give it e = 0 (math.frexp(0.0) = (0.0, 0))."
             else:
