@@ -168,6 +168,7 @@ class Environment:
     backend: str  # "gpu" or "simulator"
     gpu: GPUInfo
     versions: dict = field(default_factory=dict)
+    numpy_only: bool = False  # the notebook runs no kernel: NumPy on the CPU (setup(numpy_only=True))
 
     @property
     def simulator(self) -> bool:
@@ -267,7 +268,11 @@ def describe(env: Environment) -> str:
     """The lines the setup cell prints."""
     v = env.versions
     pkgs = ", ".join(f"{k} {val}" for k, val in v.items())
-    if env.simulator:
+    if env.numpy_only:
+        g = env.gpu
+        head = ("No GPU needed: this notebook runs NumPy on the CPU" +
+                (f" (this machine also has a GPU, {g.name}, which it does not use)." if g.count else "."))
+    elif env.simulator:
         head = ("CUDA simulator: no GPU found, so kernels run on the CPU, thousands of times slower. "
                 "Problem sizes are small and timings are skipped.")
     else:
@@ -284,18 +289,36 @@ def describe(env: Environment) -> str:
 _ENV: Environment | None = None
 
 
-def setup(requires=(), *, quiet: bool = False) -> Environment:
+def setup(requires=(), *, quiet: bool = False, numpy_only: bool = False) -> Environment:
     """First call of every notebook: report the machine, and stop if it lacks what we need.
 
     ``requires`` lists what the notebook needs: ``"gpu"`` (a real GPU, not the simulator),
     ``"warp"`` (warp shuffles/votes: real GPU, or Kernel Lab's simulator extensions),
     ``"cupy"``, ``"nvmath"``, ``"torch"``, ``"cc>=9.0"``, ``"cuda>=13"``.
     Raises :class:`NotebookGated` with one sentence per unmet requirement.
+
+    ``numpy_only=True`` declares a notebook that runs no kernel at all (NumPy on the CPU, such as
+    07.1): it needs no GPU and says so instead of announcing the simulator, Numba is not imported,
+    and its stored outputs may come from any machine (``kernel_lab.store_outputs`` runs it without a
+    GPU). It may still require packages (``requires=["matplotlib"]``), not a GPU.
     """
     global _ENV
     if isinstance(requires, str):
         requires = [requires]
     backend = choose_backend()
+    if numpy_only:
+        gpu_needs = [r for r in requires if _parse_requirement(r)[0] in NEEDS_REAL_GPU | {"cc", "cuda", "warp"}]
+        if gpu_needs:
+            raise ValueError(f"setup(numpy_only=True) declares a notebook that needs no GPU, but it requires "
+                             f"{', '.join(gpu_needs)}")
+        env = Environment(backend=backend, gpu=gpu_info(), versions=_versions(), numpy_only=True)
+        _ENV = env
+        if not quiet:
+            print(describe(env))
+        problems = unmet_requirements(requires, simulator=False, gpu=env.gpu)
+        if problems:
+            raise NotebookGated("; ".join(problems) + ".")
+        return env
     simulator = backend == "simulator"
     if not simulator and gpu_info().count == 0:
         raise NotebookGated("NUMBA_ENABLE_CUDASIM=0 asks for a real GPU, but the CUDA driver finds none. "

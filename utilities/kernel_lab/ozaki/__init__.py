@@ -12,7 +12,8 @@ Modules, one job each:
 - ``reference``: the whole scheme in NumPy (exact integer slice products, diagonal sums,
   reconstruction), the accurate float64 reference it is measured against (compensated dot
   products), and the error metrics.
-- ``mistakes``: what the classic mistakes of the exercises produce, so the checker can name them.
+- the classic mistakes of notebook 07.1's exercises, and the checks that name them, live in
+  ``kernel_lab.checks.ozaki`` (with the other modules' checks).
 - ``ozaki2``: the Ozaki-II scheme (moduli and the Chinese remainder theorem), in NumPy.
 
 Everything here is NumPy and runs on any machine; the GPU kernels of module 07 live in the
