@@ -106,7 +106,7 @@ def row_exponents_kernel():
         amax = 0.0
         for j in range(tid, k, T):
             v = abs(a[row, j])
-            if not v <= amax:  # also true for NaN, which must win
+            if v > amax or v != v:  # NaN wins and stays (`not v <= amax` let a later number replace it)
                 amax = v
         best[tid] = amax
         cuda.syncthreads()
@@ -114,7 +114,7 @@ def row_exponents_kernel():
         while half > 0:
             if tid < half:
                 other = best[tid + half]
-                if not other <= best[tid]:
+                if other > best[tid] or other != other:
                     best[tid] = other
             cuda.syncthreads()
             half //= 2
@@ -146,14 +146,14 @@ def col_exponents_kernels():
         if col < n:
             for r in range(k0 + cuda.threadIdx.y, min(k0 + R, k), 8):
                 v = abs(b[r, col])
-                if not v <= m:
+                if v > m or v != v:  # NaN wins and stays
                     m = v
         part[cuda.threadIdx.y, cuda.threadIdx.x] = m
         cuda.syncthreads()
         if cuda.threadIdx.y == 0 and col < n:
             for y in range(1, 8):
                 o = part[y, cuda.threadIdx.x]
-                if not o <= m:
+                if o > m or o != o:
                     m = o
             if m - m != 0.0:
                 bad[col] = 1
