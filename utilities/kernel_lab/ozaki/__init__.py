@@ -15,9 +15,13 @@ Modules, one job each:
 - the classic mistakes of notebook 07.1's exercises, and the checks that name them, live in
   ``kernel_lab.checks.ozaki`` (with the other modules' checks).
 - ``ozaki2``: the Ozaki-II scheme (moduli and the Chinese remainder theorem), in NumPy.
+- ``auto``: how many slices (Ozaki-I) or moduli (Ozaki-II) the inputs need for the accuracy asked
+  for, predicted from the exponent spread of A's rows and B's columns.
+- ``gpu``, ``gpu_ozaki2``: the GPU kernels and launchers of both schemes (need a GPU for the INT8
+  products; their plain-Numba kernels also run in the simulator).
 
-Everything here is NumPy and runs on any machine; the GPU kernels of module 07 live in the
-notebooks (the learner writes them) and in ``kernel_lab.ozaki_gpu`` (launchers and solutions).
+Everything but ``gpu`` and ``gpu_ozaki2`` is NumPy and runs on any machine; the learner writes
+module 07's GPU kernels in the notebooks, and those two modules hold the course's own versions.
 """
 
 from .slicing import (BITS_PER_SLICE, MAX_SLICES, exponents, join_slices, max_exact_k, scaled_bits,  # noqa: F401
