@@ -33,15 +33,19 @@ def _inputs(n_or_shape, seed):
 def measure(sizes=(2048, 4096, 8192), methods=("unfused", "partial", "fused"), slices: int = 7, config=None,
             sample_rows: int = 16, repeat: int = 7, warm: bool = True, log=print) -> dict:
     """Measure every (method, size); ``sizes`` are N (for N^3) or (M, N, K). Returns a dict of rows."""
-    import cupy as cp
-
-    from .bench import time_ms
     from .ozaki import gpu
-    from .ozaki.reference import U64, accurate_matmul
 
     for mth in methods:
         if mth not in gpu.METHODS:
             raise KernelLabArgumentError(f"unknown method {mth!r}; methods: {gpu.METHODS}")
+    why = gpu.why_not_here()
+    if why:
+        raise KernelLabArgumentError(f"the emulated GEMMs cannot run here: {why}")
+    import cupy as cp
+
+    from .bench import time_ms
+    from .ozaki.reference import U64, accurate_matmul
+
     config = config or gpu.OzakiConfig()
     shapes = [(s,) * 3 if np.isscalar(s) else tuple(s) for s in sizes]
     if warm:
