@@ -76,6 +76,17 @@ def _plain_kernels(slices, cc):
         "reconstruct_pairs": (gpu.reconstruct_kernel(slices, True), (i32c, i32v, i32v, types.float64, types.float64, f64m)),
         "reconstruct_diagonals": (gpu.reconstruct_kernel(slices, False), (i32c, i32v, i32v, types.float64, types.float64, f64m)),
     }
+    from kernel_lab.ozaki import gpu_ozaki2 as g2
+
+    i8c, f64v2 = types.Array(types.int8, 3, "C"), types.Array(types.float64, 2, "C")
+    kernels.update({
+        "ozaki2 row_exponents": (g2.row_exponents_kernel("norm"), (f64m, i32v, i32v)),
+        "ozaki2 col_partials": (g2.col_partials_kernel(), (f64m, f64v2, f64v2)),
+        "ozaki2 col_exponents": (g2.col_exponents_kernel("norm"), (f64v2, f64v2, i32v, i32v)),
+        "ozaki2 residue_rows": (g2.residue_rows_kernel(14), (f64m, i32v, types.int32, i32v, i8c)),
+        "ozaki2 residue_cols": (g2.residue_cols_kernel(14), (f64m, i32v, types.int32, i32v, i8c)),
+        "ozaki2 crt": (g2.crt_kernel(14), (i32c, i32v, i32v, types.int32, types.float64, types.float64, f64m)),
+    })
     for name, (kern, sig) in kernels.items():
         cuda.compile(kern.py_func, sig, cc=cc, output="ptx")
         print(f"plain kernel {name}: compiles", flush=True)
@@ -112,7 +123,9 @@ def main():
     if args.plain:
         sys.path.insert(0, str(ROOT / "utilities"))
         import kernel_lab  # noqa: F401  (GPU target: NUMBA_ENABLE_CUDASIM=0 set by the wrapper)
+        from kernel_lab.tensor_cores import offline
 
+        offline.pretend_gpu(cc)  # device functions ask the current device for its compute capability
         _plain_kernels(args.slices, cc)
         if not args.methods:
             return

@@ -225,6 +225,23 @@ def slice_rows_kernel(slices: int):
     return slice_rows
 
 
+@cuda.jit(device=True)
+def load_columns_tile(b, bad, tile, n0, k0):
+    """Copy B[k0:k0+32, n0:n0+32] into the shared ``tile`` (rows of B, coalesced reads), zeros outside
+    B and in columns flagged ``bad``; every thread of the (TILE, 8) block takes part, then waits."""
+    tx = cuda.threadIdx.x
+    k, n = b.shape
+    for r in range(cuda.threadIdx.y, TILE, 8):
+        kk = k0 + r
+        nn = n0 + tx
+        x = 0.0
+        if kk < k and nn < n:
+            if bad[nn] == 0:
+                x = b[kk, nn]
+        tile[r, tx] = x
+    cuda.syncthreads()
+
+
 @functools.lru_cache(maxsize=None)
 def slice_cols_kernel(slices: int):
     """``slice_cols[(Np/32, Kp/32), (32, 8)](b, e, bad, digits)``: B (K, N) float64 -> digits
@@ -239,16 +256,8 @@ def slice_cols_kernel(slices: int):
         tx = cuda.threadIdx.x
         ty = cuda.threadIdx.y
         tile = cuda.shared.array((TILE, TILE_PADDED), np.float64)
-        k, n = b.shape
-        for r in range(ty, TILE, 8):  # read rows of B: consecutive tx, consecutive columns
-            kk = k0 + r
-            nn = n0 + tx
-            x = 0.0
-            if kk < k and nn < n:
-                if bad[nn] == 0:
-                    x = b[kk, nn]
-            tile[r, tx] = x
-        cuda.syncthreads()
+        n = b.shape[1]
+        load_columns_tile(b, bad, tile, n0, k0)
         for r in range(ty, TILE, 8):  # write rows of the digits: consecutive tx, consecutive k
             nn = n0 + r
             kk = k0 + tx

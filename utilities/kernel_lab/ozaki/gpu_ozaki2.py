@@ -46,11 +46,11 @@ from numba import cuda  # after kernel_lab chose GPU or simulator (the package's
 
 from ..validate import KernelLabArgumentError
 from . import ozaki2
-from .gpu import OzakiConfig, _check_operands, matmul_description, pair_products_kernel
+from .gpu import TILE, TILE_PADDED, OzakiConfig, _check_operands, load_columns_tile, matmul_description, pair_products_kernel
 from .slicing import max_exact_k
 
 ROW_THREADS = 128  # threads per row in row_exponents
-TILE = 32  # columns per block of col_partials; transpose tile of residue_cols
+# TILE (32): columns per block of col_partials, and the transpose tile of residue_cols (from gpu)
 COL_ROWS = 256  # rows of B each block of col_partials reduces
 TWO53 = 2.0**53
 FMAX = float(np.finfo(np.float64).max)  # x <= FMAX: finite (for x >= 0), with no Inf - Inf warnings
@@ -360,17 +360,9 @@ def residue_cols_kernel(n_moduli: int):
         k0 = cuda.blockIdx.y * TILE
         tx = cuda.threadIdx.x
         ty = cuda.threadIdx.y
-        tile = cuda.shared.array((TILE, TILE + 1), np.float64)
-        k, n = b.shape
-        for r in range(ty, TILE, 8):  # read rows of B: consecutive tx, consecutive columns
-            kk = k0 + r
-            nn = n0 + tx
-            x = 0.0
-            if kk < k and nn < n:
-                if bad[nn] == 0:
-                    x = b[kk, nn]
-            tile[r, tx] = x
-        cuda.syncthreads()
+        tile = cuda.shared.array((TILE, TILE_PADDED), np.float64)  # a literal shape: Numba needs one
+        n = b.shape[1]
+        load_columns_tile(b, bad, tile, n0, k0)
         for r in range(ty, TILE, 8):  # write rows of the remainders: consecutive tx, consecutive k
             nn = n0 + r
             kk = k0 + tx
