@@ -27,6 +27,7 @@ where every thread is a Python thread (``GPU_CONFIG`` vs the simulator's ``CONFI
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -355,7 +356,8 @@ class GemmTiles:
     def label(self) -> str:
         db = (", double-buffered" if self.double_buffer else "") + (", float64" if self.precision == "float64" else "")
         return (f"block {self.bm}x{self.bn}x{self.bk}, warp {self.wm}x{self.wn}, thread {self.tm * self.wm_iter}x"
-                f"{self.tn * self.wn_iter}, {self.threads} threads{db}")
+                f"{self.tn * self.wn_iter} ({self.wm_iter}x{self.wn_iter} of {self.tm}x{self.tn}), "
+                f"{self.threads} threads{db}")
 
     def problems(self) -> list[str]:
         """Why this configuration cannot work (empty: it can)."""
@@ -391,10 +393,17 @@ WARPTILE = WARPTILE_SIM if on_simulator() else WARPTILE_GPU
 _WARPTILE_KERNELS: dict = {}
 
 
-def warptile_kernel(cfg: GemmTiles):
-    """The compiled-on-first-launch warp-tiled kernel for ``cfg`` (cached per configuration)."""
-    if cfg in _WARPTILE_KERNELS:
-        return _WARPTILE_KERNELS[cfg]
+_WARPTILE_PARTS: dict = {}
+
+
+def warptile_parts(cfg: GemmTiles):
+    """The device functions the warp-tiled kernels are built from, for one configuration:
+    ``fetch`` (device memory -> registers), ``stash`` (registers -> a shared stage),
+    ``compute_stage`` (a stage's multiply-adds), ``lane_map(warp, lane)`` (which part of the block
+    tile a lane computes) and ``main_loop`` (single- or double-buffered). A notebook can replace
+    ``lane_map`` and ``main_loop`` with its own (see :func:`warptile_kernel`)."""
+    if cfg in _WARPTILE_PARTS:
+        return _WARPTILE_PARTS[cfg]
     bad = cfg.problems()
     if bad:
         raise KernelLabArgumentError(f"tile configuration {cfg.label()} cannot work: " + "; ".join(bad))
@@ -512,6 +521,12 @@ def warptile_kernel(cfg: GemmTiles):
             st4s(b_t, s, r, q, rb[4 * l], rb[4 * l + 1], rb[4 * l + 2], rb[4 * l + 3])
 
     @cuda.jit(device=True, inline="always")
+    def lane_map(warp, lane):
+        """(row, column) of the warp's tile in the block's, and (row, column) of the lane in the
+        warp's 8 x 4 arrangement of threads."""
+        return (warp // WARPS_N) * XWM, (warp % WARPS_N) * XWN, lane // 4, lane % 4
+
+    @cuda.jit(device=True, inline="always")
     def main_loop(a, b, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, col0, m, n, kk, t, wr, wc, tr, tc, fast):
         if STAGES == 1:
             for k0 in range(0, kk, XBK):
@@ -535,14 +550,34 @@ def warptile_kernel(cfg: GemmTiles):
                 cuda.syncthreads()  # one barrier per tile: stage 1-s complete, stage s free
                 s = 1 - s
 
+    parts = SimpleNamespace(fetch=fetch, stash=stash, compute_stage=compute_stage, lane_map=lane_map,
+                            main_loop=main_loop, st4=st4, dtype=DT, ra=RA, rb=RB, rm=RM, rn=RN, stages=STAGES)
+    _WARPTILE_PARTS[cfg] = parts
+    return parts
+
+
+def warptile_kernel(cfg: GemmTiles, *, lane_map=None, main_loop=None):
+    """The warp-tiled kernel for ``cfg`` (compiled on first launch, cached). ``lane_map`` and
+    ``main_loop`` replace the package's device functions of the same name (a notebook's own)."""
+    key = (cfg, lane_map, main_loop)
+    if key in _WARPTILE_KERNELS:
+        return _WARPTILE_KERNELS[key]
+    parts = warptile_parts(cfg)
+    LANE_MAP = lane_map or parts.lane_map
+    MAIN_LOOP = main_loop or parts.main_loop
+    XBM, XBN, XTM, XTN = cfg.bm, cfg.bn, cfg.tm, cfg.tn
+    WMI, WNI = cfg.wm_iter, cfg.wn_iter
+    RM, RN, RA, RB, STAGES, DT = parts.rm, parts.rn, parts.ra, parts.rb, parts.stages, parts.dtype
+    st4 = parts.st4
+    XBK = cfg.bk
+
     @cuda.jit
     def sgemm_warptiled(a, b, c, m, n, kk, vec_ok):
         a_t = cuda.shared.array((STAGES, XBK, XBM), DT)
         b_t = cuda.shared.array((STAGES, XBK, XBN), DT)
         t = cuda.threadIdx.x
         warp, lane = t // 32, t % 32
-        wr, wc = (warp // WARPS_N) * XWM, (warp % WARPS_N) * XWN  # the warp's tile in the block's
-        tr, tc = lane // 4, lane % 4  # the lane's place in the warp's 8 x 4 arrangement
+        wr, wc, tr, tc = LANE_MAP(warp, lane)  # the warp's tile in the block's; the lane's place in it
         row0, col0 = cuda.blockIdx.y * XBM, cuda.blockIdx.x * XBN
         acc = cuda.local.array((RM, RN), DT)
         a_reg = cuda.local.array(RM, DT)
@@ -554,9 +589,9 @@ def warptile_kernel(cfg: GemmTiles):
                 acc[i, j] = 0
         # Decided once per block, so that each copy of the loop keeps only its own registers.
         if vec_ok and row0 + XBM <= m and col0 + XBN <= n and kk % XBK == 0:
-            main_loop(a, b, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, col0, m, n, kk, t, wr, wc, tr, tc, True)
+            MAIN_LOOP(a, b, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, col0, m, n, kk, t, wr, wc, tr, tc, True)
         else:
-            main_loop(a, b, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, col0, m, n, kk, t, wr, wc, tr, tc, False)
+            MAIN_LOOP(a, b, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, col0, m, n, kk, t, wr, wc, tr, tc, False)
         for wi in range(WMI):
             for wj in range(WNI):
                 r0 = row0 + wr + wi * 8 * XTM + tr * XTM
@@ -567,19 +602,19 @@ def warptile_kernel(cfg: GemmTiles):
                         if vec_ok and q0 + XTN <= n:
                             for j in range(0, XTN, 4):
                                 st4(c, r * n + q0 + j, acc[wi * XTM + i, wj * XTN + j],
-                                       acc[wi * XTM + i, wj * XTN + j + 1], acc[wi * XTM + i, wj * XTN + j + 2],
-                                       acc[wi * XTM + i, wj * XTN + j + 3])
+                                    acc[wi * XTM + i, wj * XTN + j + 1], acc[wi * XTM + i, wj * XTN + j + 2],
+                                    acc[wi * XTM + i, wj * XTN + j + 3])
                         else:
                             for j in range(XTN):
                                 if q0 + j < n:
                                     c[r * n + q0 + j] = acc[wi * XTM + i, wj * XTN + j]
 
-    _WARPTILE_KERNELS[cfg] = sgemm_warptiled
+    _WARPTILE_KERNELS[key] = sgemm_warptiled
     return sgemm_warptiled
 
 
-def warptile_launcher(cfg: GemmTiles):
-    kernel = warptile_kernel(cfg)
+def warptile_launcher(cfg: GemmTiles, *, lane_map=None, main_loop=None):
+    kernel = warptile_kernel(cfg, lane_map=lane_map, main_loop=main_loop)
 
     def launch(c, a, b):
         m, kk = a.shape
@@ -612,19 +647,28 @@ def launch_double_buffered(c, a, b):
 # --- 9. autotuning -------------------------------------------------------------------------------
 
 
-def tuning_candidates() -> list[GemmTiles]:
-    """Tile configurations worth timing (all double-buffered, all valid)."""
+def tuning_candidates(full: bool = False) -> list[GemmTiles]:
+    """Tile configurations worth timing (all double-buffered, all valid): a short list of seven
+    different shapes by default (each costs a compilation of a few seconds), or every valid
+    combination of the usual values (``full=True``)."""
     if on_simulator():
         return [GemmTiles(bm=64, bn=32, bk=8, wm=64, wn=16, tm=4, tn=4, threads=64, double_buffer=True),
                 GemmTiles(bm=32, bn=32, bk=8, wm=32, wn=16, tm=4, tn=4, threads=64, double_buffer=True)]
+    if not full:
+        return [GemmTiles(128, 128, 16, 64, 32, 4, 4, 256, True),   # kernel 8
+                GemmTiles(128, 128, 8, 64, 32, 4, 4, 256, True),    # shorter K step
+                GemmTiles(128, 128, 16, 32, 64, 4, 4, 256, True),   # warps wide instead of tall
+                GemmTiles(128, 128, 16, 64, 32, 8, 4, 256, True),   # 8 consecutive rows per lane
+                GemmTiles(128, 64, 16, 64, 32, 4, 4, 128, True),    # 128 threads: more blocks per SM
+                GemmTiles(64, 128, 16, 32, 64, 4, 4, 128, True),
+                GemmTiles(64, 64, 16, 32, 32, 4, 4, 128, True)]     # small tiles: more blocks, more traffic
     out = []
-    for bm, bn, threads in [(128, 128, 256), (128, 64, 128), (64, 128, 128), (128, 256, 256), (256, 128, 256),
-                            (64, 64, 64), (128, 128, 128)]:
+    for bm, bn, threads in [(128, 128, 256), (128, 64, 128), (64, 128, 128), (64, 64, 128), (128, 128, 128)]:
         for bk in (8, 16, 32):
             for wm, wn in [(64, 32), (32, 64), (64, 64), (32, 32), (128, 32), (32, 128)]:
                 for tm, tn in [(4, 4), (8, 4), (4, 8)]:
                     cfg = GemmTiles(bm, bn, bk, wm, wn, tm, tn, threads, True)
-                    if not cfg.problems() and cfg.wm_iter * cfg.wn_iter <= 4:
+                    if not cfg.problems():
                         out.append(cfg)
     return out
 
