@@ -5,6 +5,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from conftest import PENDING_GPU_OUTPUTS, pending_gpu_outputs
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "solutions").rglob("*.ipynb"))
 
@@ -30,6 +32,8 @@ def test_notebook_starts_with_setup_and_tags_timing_cells(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_stored_outputs_come_from_a_gpu_run(path):
     """Stored outputs are nbval's reference: they must not come from the simulator."""
+    if pending_gpu_outputs(path):
+        pytest.skip(f"{path.name}: {PENDING_GPU_OUTPUTS}")
     nb = nbformat.read(path, as_version=4)
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert "CUDA simulator: no GPU found" not in text
