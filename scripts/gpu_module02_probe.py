@@ -91,7 +91,7 @@ def memory_bound(results: dict):
     single = scans.single_pass_scratch(tiles)
 
     def argmax_no_copy():
-        key[0] = 0
+        scans.zero_first[1, 1](key)
         scans.argmax_persistent[scans.persistent_blocks(n), scans.THREADS](bits, key)
 
     read = 4 * n

@@ -46,6 +46,8 @@ def _cuda():
 cuda = _cuda()
 from numba import float32, float64, int32, uint32, uint64  # noqa: E402
 
+from .vector_loads import load4, store4  # noqa: E402
+
 
 def persistent_blocks(n: int, threads: int = THREADS) -> int:
     """Blocks that fill every SM once (``BLOCKS_PER_SM`` each), fewer when ``n`` is small."""
@@ -57,6 +59,14 @@ def persistent_blocks(n: int, threads: int = THREADS) -> int:
 
 # ================================================================================================
 # Reductions
+
+
+@cuda.jit
+def zero_first(out):
+    """out[0] = 0, as a kernel: a launch is queued behind the GPU's work, where ``out[0] = 0``
+    from the host would wait for it (and so put the host's launch time into a measurement)."""
+    if cuda.grid(1) == 0:
+        out[0] = 0
 
 
 @cuda.jit(device=True)
@@ -147,7 +157,7 @@ def absmax_persistent(bits, out):
 
 def absmax_one_pass(out_bits, bits):
     """``out_bits[0]`` (uint32, zeroed here) = bits of max |x|."""
-    out_bits[0] = 0
+    zero_first[1, 1](out_bits)
     absmax_atomic_per_block[-(-bits.size // THREADS), THREADS](bits, out_bits)
 
 
@@ -160,7 +170,7 @@ def absmax_two_pass(out_bits, bits, partials=None):
 
 
 def absmax_grid_stride(out_bits, bits):
-    out_bits[0] = 0
+    zero_first[1, 1](out_bits)
     absmax_persistent[persistent_blocks(bits.size), THREADS](bits, out_bits)
 
 
@@ -222,7 +232,7 @@ def argmax_grid_stride(out, bits, key=None):
     """``out[0]`` = the index of the largest value (lowest index on ties); int64 output."""
     if key is None:
         key = cuda.device_array(1, np.uint64)
-    key[0] = 0
+    zero_first[1, 1](key)
     argmax_persistent[persistent_blocks(bits.size), THREADS](bits, key)
     _, index = decode_argmax(key.copy_to_host()[0])
     out[0] = index
@@ -299,7 +309,7 @@ def sum_kahan(x, out):
 
 def sum_launcher(kernel):
     def launch(out, x):
-        out[0] = 0
+        zero_first[1, 1](out)
         kernel[persistent_blocks(x.size), THREADS](x, out)
     return launch
 
@@ -343,31 +353,61 @@ def block_exclusive_scan(v, totals):
     return before + inclusive - v, block_total
 
 
+@cuda.jit(device=True, inline="always")
+def load_items(x, first, vals):
+    """vals[k] = x[first + k] for the thread's ITEMS elements (0 past the end): 16-byte loads
+    when all ITEMS are inside (``first`` is a multiple of ITEMS, so they are aligned)."""
+    if first + ITEMS <= x.size:
+        for k in range(0, ITEMS, 4):
+            vals[k], vals[k + 1], vals[k + 2], vals[k + 3] = load4(x, first + k)
+    else:
+        for k in range(ITEMS):
+            vals[k] = x[first + k] if first + k < x.size else float32(0)
+
+
+@cuda.jit(device=True, inline="always")
+def store_items(out, first, vals, carry):
+    """out[first + k] = carry + vals[k] for the elements inside the array (16-byte stores)."""
+    if first + ITEMS <= out.size:
+        for k in range(0, ITEMS, 4):
+            store4(out, first + k, carry + vals[k], carry + vals[k + 1], carry + vals[k + 2], carry + vals[k + 3])
+    else:
+        for k in range(ITEMS):
+            if first + k < out.size:
+                out[first + k] = carry + vals[k]
+
+
+@cuda.jit(device=True, inline="always")
+def scan_items(vals):
+    """Inclusive scan of the thread's own ITEMS values, in place; returns their total."""
+    s = float32(0)
+    for k in range(ITEMS):
+        s += vals[k]
+        vals[k] = s
+    return s
+
+
 @cuda.jit(device=True)
 def scan_tile(x, out, tile, carry, totals):
     """Scan tile ``tile`` of x into out, adding ``carry``; each thread owns ITEMS consecutive
     elements. Returns the tile's total (every thread)."""
     first = tile * TILE + cuda.threadIdx.x * ITEMS
     vals = cuda.local.array(ITEMS, float32)
-    s = float32(0)
-    for k in range(ITEMS):  # a serial scan of the thread's own elements
-        v = x[first + k] if first + k < x.size else float32(0)
-        s += v
-        vals[k] = s
+    load_items(x, first, vals)
+    s = scan_items(vals)  # a serial scan of the thread's own elements
     before, total = block_exclusive_scan(s, totals)
-    for k in range(ITEMS):
-        if first + k < x.size:
-            out[first + k] = carry + before + vals[k]
+    store_items(out, first, vals, carry + before)
     return total
 
 
 @cuda.jit(device=True)
 def tile_total(x, tile, totals):
     first = tile * TILE + cuda.threadIdx.x * ITEMS
+    vals = cuda.local.array(ITEMS, float32)
+    load_items(x, first, vals)
     s = float32(0)
     for k in range(ITEMS):
-        if first + k < x.size:
-            s += x[first + k]
+        s += vals[k]
     _, total = block_exclusive_scan(s, totals)
     return total
 
@@ -468,11 +508,8 @@ def scan_single_pass(x, out, ticket, flags, aggregates, prefixes):
     tile = tile_id[0]
     first = tile * TILE + t * ITEMS
     vals = cuda.local.array(ITEMS, float32)
-    s = float32(0)
-    for k in range(ITEMS):
-        v = x[first + k] if first + k < x.size else float32(0)
-        s += v
-        vals[k] = s
+    load_items(x, first, vals)
+    s = scan_items(vals)
     before, total = block_exclusive_scan(s, totals)
     if t < 32:
         exclusive = float32(0)
@@ -494,10 +531,7 @@ def scan_single_pass(x, out, ticket, flags, aggregates, prefixes):
         if t == 0:
             shared[0] = exclusive
     cuda.syncthreads()
-    carry = shared[0] + before
-    for k in range(ITEMS):
-        if first + k < x.size:
-            out[first + k] = carry + vals[k]
+    store_items(out, first, vals, shared[0] + before)
 
 
 def scan_single_pass_launch(out, x, scratch=None):

@@ -293,7 +293,7 @@ def check_scan(launch, *, name: str = "scan", tile: int = 256, sizes=None, seed=
 
     sizes = sizes if sizes is not None else [("1", 1), ("tile-1", tile - 1), ("tile+1", tile + 1),
                                              ("5 tiles+3", 5 * tile + 3),
-                                             ("large", _large(1 << 24, 9 * tile + 1))]
+                                             ("large", _large(1 << 24, 7 * tile + 1))]
 
     def inputs(n, rng):
         return (rng.standard_normal(n).astype(np.float32),)
