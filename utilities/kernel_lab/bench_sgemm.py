@@ -34,24 +34,32 @@ def _cupy():
         return None
 
 
-def kernel_resources(launch, c, a, b) -> str:
+def _kernel_of(launch):
+    """The compiled kernel behind one of the package's launchers (None if unknown)."""
+    from dataclasses import asdict
+
+    from . import sgemm
+
+    kernel = {sgemm.launch_naive: sgemm.sgemm_naive, sgemm.launch_coalesced: sgemm.sgemm_coalesced,
+              sgemm.launch_shared: sgemm.sgemm_shared, sgemm.launch_1d_blocking: sgemm.sgemm_1d_blocking,
+              sgemm.launch_2d_blocking: sgemm.sgemm_2d_blocking,
+              sgemm.launch_vectorized: sgemm.sgemm_vectorized}.get(launch)
+    if kernel is not None:
+        return kernel
+    if getattr(launch, "kernel", None) is not None:
+        return launch.kernel
+    cfg = getattr(launch, "config", None)
+    if cfg is None and launch is sgemm.launch_warptiled:
+        cfg = sgemm.WARPTILE
+    if cfg is None and launch is sgemm.launch_double_buffered:
+        cfg = sgemm.GemmTiles(**{**asdict(sgemm.WARPTILE), "double_buffer": True})
+    return sgemm.warptile_kernel(cfg) if cfg is not None else None
+
+
+def kernel_resources(launch, c=None, a=None, b=None) -> str:
     """Registers and local memory per thread of the kernel a launcher last used (GPU only)."""
     try:
-        from . import sgemm
-
-        kernel = {sgemm.launch_naive: sgemm.sgemm_naive, sgemm.launch_coalesced: sgemm.sgemm_coalesced,
-                  sgemm.launch_shared: sgemm.sgemm_shared, sgemm.launch_1d_blocking: sgemm.sgemm_1d_blocking,
-                  sgemm.launch_2d_blocking: sgemm.sgemm_2d_blocking,
-                  sgemm.launch_vectorized: sgemm.sgemm_vectorized}.get(launch)
-        if kernel is None:
-            cfg = getattr(launch, "config", None)
-            if cfg is None and launch is sgemm.launch_warptiled:
-                cfg = sgemm.WARPTILE
-            if cfg is None and launch is sgemm.launch_double_buffered:
-                from dataclasses import asdict
-
-                cfg = sgemm.GemmTiles(**{**asdict(sgemm.WARPTILE), "double_buffer": True})
-            kernel = sgemm.warptile_kernel(cfg) if cfg is not None else None
+        kernel = _kernel_of(launch)
         if kernel is None or not kernel.overloads:
             return ""
         sig = next(iter(kernel.overloads))
@@ -60,6 +68,39 @@ def kernel_resources(launch, c, a, b) -> str:
         return f"{regs} regs" + (f", {local} B local (spills)" if local else "")
     except Exception:  # noqa: BLE001 - an informative extra; never fail the benchmark for it
         return ""
+
+
+def sass_summary(launch, c=None, a=None, b=None) -> str:
+    """Registers, spills and the instruction mix of a launcher's kernel, from its SASS.
+
+    The share of FFMA among the instructions between the first and the last FFMA (the main loop)
+    bounds the fraction of the FMA units' peak the kernel can reach. Needs ``nvdisasm`` (CUDA
+    toolkit) for the SASS; without it, only the registers.
+    """
+    import collections
+    import re
+
+    if on_simulator():
+        from .bench import SIMULATOR_NOTE
+
+        return SIMULATOR_NOTE
+    resources = kernel_resources(launch)
+    kernel = _kernel_of(launch)
+    try:
+        sass = kernel.inspect_sass()
+        if isinstance(sass, dict):
+            sass = next(iter(sass.values()))
+    except Exception as exc:  # noqa: BLE001 - nvdisasm missing, or an old numba-cuda
+        return f"{resources}; no SASS here ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})"
+    ops = re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", sass)
+    fma = [i for i, op in enumerate(ops) if op in ("FFMA", "DFMA")]
+    if not fma:
+        return f"{resources}; {len(ops)} instructions, no FFMA"
+    loop = ops[fma[0]: fma[-1] + 1]
+    mix = collections.Counter(op.split(".")[0] for op in loop)
+    top = ", ".join(f"{op} {k}" for op, k in mix.most_common(6))
+    return (f"{resources}; {len(ops)} instructions; main loop: {len(loop)} instructions, "
+            f"{100 * len(fma) / len(loop):.0f}% FFMA/DFMA ({top})")
 
 
 def fma_peak_tflops(dtype=np.float32, *, iterations: int = 4096) -> float | None:

@@ -423,20 +423,19 @@ def warptile_parts(cfg: GemmTiles):
 
     @cuda.jit(device=True, inline="always")
     def compute_k(a_t, b_t, s, k, acc, a_reg, b_reg, wr, wc, tr, tc):
-        if True:
-            for wi in range(WMI):  # this lane's rows: wr + wi * 8 XTM + tr * XTM + (0..XTM-1)
-                for i in range(0, XTM, 4):
-                    base = wr + wi * 8 * XTM + tr * XTM + i
-                    (a_reg[wi * XTM + i], a_reg[wi * XTM + i + 1], a_reg[wi * XTM + i + 2],
-                     a_reg[wi * XTM + i + 3]) = ld4s(a_t, s, k, base)
-            for wj in range(WNI):  # ... and columns: 4 lanes side by side, 16 bytes each
-                for j in range(0, XTN, 4):
-                    base = wc + wj * 4 * XTN + tc * XTN + j
-                    (b_reg[wj * XTN + j], b_reg[wj * XTN + j + 1], b_reg[wj * XTN + j + 2],
-                     b_reg[wj * XTN + j + 3]) = ld4s(b_t, s, k, base)
-            for i in range(RM):
-                for j in range(RN):
-                    acc[i, j] += a_reg[i] * b_reg[j]
+        for wi in range(WMI):  # this lane's rows: wr + wi * 8 XTM + tr * XTM + (0..XTM-1)
+            for i in range(0, XTM, 4):
+                base = wr + wi * 8 * XTM + tr * XTM + i
+                (a_reg[wi * XTM + i], a_reg[wi * XTM + i + 1], a_reg[wi * XTM + i + 2],
+                 a_reg[wi * XTM + i + 3]) = ld4s(a_t, s, k, base)
+        for wj in range(WNI):  # ... and columns: 4 lanes side by side, 16 bytes each
+            for j in range(0, XTN, 4):
+                base = wc + wj * 4 * XTN + tc * XTN + j
+                (b_reg[wj * XTN + j], b_reg[wj * XTN + j + 1], b_reg[wj * XTN + j + 2],
+                 b_reg[wj * XTN + j + 3]) = ld4s(b_t, s, k, base)
+        for i in range(RM):
+            for j in range(RN):
+                acc[i, j] += a_reg[i] * b_reg[j]
 
     LOADS_A = XBM * XBK // 4 // XTHREADS  # 16-byte groups of the A tile per thread
     LOADS_B = XBK * XBN // 4 // XTHREADS
