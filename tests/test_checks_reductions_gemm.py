@@ -153,7 +153,7 @@ def test_both_scans_pass_every_schedule(capsys):
 @cuda.jit
 def scan_flag_first(x, out, ticket, flags, aggregates, prefixes):
     # The mistake: each block's flag is set before its value is written (and a thread-0 look-back).
-    totals = cuda.shared.array(scans.WARPS + 1, float32)
+    totals = cuda.shared.array(scans.TOTALS, float32)
     shared = cuda.shared.array(2, float32)
     tile_id = cuda.shared.array(1, int32)
     t = cuda.threadIdx.x

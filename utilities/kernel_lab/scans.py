@@ -29,6 +29,7 @@ THREADS = _S.threads  # threads per block (a multiple of 32)
 ITEMS = _S.items  # consecutive elements per thread in a scan tile
 TILE = THREADS * ITEMS  # elements per scan tile
 WARPS = THREADS // 32
+TOTALS = WARPS + 1  # a shared array's size must be a plain constant (an expression is refused on a GPU)
 BLOCKS_PER_SM = _S.blocks_per_sm
 FULL_MASK = 0xFFFFFFFF
 ABS_MASK = 0x7FFFFFFF
@@ -44,7 +45,7 @@ def _cuda():
 
 
 cuda = _cuda()
-from numba import float32, float64, int32, uint32, uint64  # noqa: E402
+from numba import float32, float64, int32, int64, uint32, uint64  # noqa: E402
 
 from .vector_loads import load4, store4  # noqa: E402
 
@@ -71,9 +72,11 @@ def zero_first(out):
 
 @cuda.jit(device=True)
 def warp_max_u32(v):
+    # Shuffles move 32- and 64-bit *signed* integers and floats: the unsigned value travels as the
+    # int32 with the same bits (a conversion between same-width integers keeps the bits).
     offset = 16
     while offset > 0:
-        other = cuda.shfl_down_sync(FULL_MASK, v, offset)
+        other = uint32(cuda.shfl_down_sync(FULL_MASK, int32(v), offset))
         v = max(v, other)
         offset //= 2
     return v
@@ -192,7 +195,7 @@ def argmax_key(b, i):
 def warp_max_u64(v):
     offset = 16
     while offset > 0:
-        other = cuda.shfl_down_sync(FULL_MASK, v, offset)
+        other = uint64(cuda.shfl_down_sync(FULL_MASK, int64(v), offset))  # the bits travel as an int64
         v = max(v, other)
         offset //= 2
     return v
@@ -333,7 +336,7 @@ def warp_inclusive_scan(v, lane):
 def block_exclusive_scan(v, totals):
     """Exclusive scan of one value per thread over the block; returns (exclusive, block total).
 
-    ``totals`` is a shared float32 array of WARPS + 1 elements (the caller's, so that two scans in
+    ``totals`` is a shared float32 array of TOTALS = WARPS + 1 elements (the caller's, so that two scans in
     one kernel do not share it). Two barriers; a third protects ``totals`` from the next use.
     """
     lane, warp = cuda.threadIdx.x % 32, cuda.threadIdx.x // 32
@@ -415,7 +418,7 @@ def tile_total(x, tile, totals):
 @cuda.jit
 def scan_reduce_tiles(x, tile_sums):
     """Three-kernel scan, kernel 1: the total of each tile."""
-    totals = cuda.shared.array(WARPS + 1, float32)
+    totals = cuda.shared.array(TOTALS, float32)
     total = tile_total(x, cuda.blockIdx.x, totals)
     if cuda.threadIdx.x == 0:
         tile_sums[cuda.blockIdx.x] = total
@@ -424,7 +427,7 @@ def scan_reduce_tiles(x, tile_sums):
 @cuda.jit
 def scan_tile_sums(tile_sums, tile_offsets):
     """Three-kernel scan, kernel 2 (one block): exclusive scan of the tiles' totals."""
-    totals = cuda.shared.array(WARPS + 1, float32)
+    totals = cuda.shared.array(TOTALS, float32)
     carry = float32(0)
     start = 0
     while start < tile_sums.size:
@@ -440,7 +443,7 @@ def scan_tile_sums(tile_sums, tile_offsets):
 @cuda.jit
 def scan_add_offsets(x, out, tile_offsets):
     """Three-kernel scan, kernel 3: scan each tile again, starting from its offset."""
-    totals = cuda.shared.array(WARPS + 1, float32)
+    totals = cuda.shared.array(TOTALS, float32)
     scan_tile(x, out, cuda.blockIdx.x, tile_offsets[cuda.blockIdx.x], totals)
 
 
@@ -498,7 +501,7 @@ def scan_single_pass(x, out, ticket, flags, aggregates, prefixes):
     """Single-pass scan with decoupled look-back. ``ticket`` (int32[1]) and ``flags`` (int32,
     one per tile) start at 0; ``aggregates``/``prefixes`` (float32, one per tile) need no
     initialisation."""
-    totals = cuda.shared.array(WARPS + 1, float32)
+    totals = cuda.shared.array(TOTALS, float32)
     shared = cuda.shared.array(2, float32)
     tile_id = cuda.shared.array(1, int32)
     t = cuda.threadIdx.x
