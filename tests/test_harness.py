@@ -60,3 +60,59 @@ def test_without_a_gpu_only_numpy_only_notebooks_are_stored(tmp_path, capsys):
     nb = nbformat.read(numpy_nb, as_version=4)
     assert nb.metadata["kernel_lab"]["outputs_from"].startswith("CPU: NumPy only, no GPU used")
     assert nb.cells[1].outputs[0]["text"] == "42\n"
+
+
+def _notebook(tmp_path, outputs_in=()):
+    from nbformat.v4 import new_output
+
+    cells = [new_code_cell("import kernel_lab as kl\nenv = kl.setup(requires=[])"), new_code_cell("print(1)"),
+             new_code_cell("x = 2")]
+    for i in outputs_in:
+        cells[i].outputs = [new_output("stream", name="stdout", text="1\n")]
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(new_notebook(cells=cells), path)
+    return path
+
+
+def test_a_notebook_without_any_output_is_pending_and_any_output_makes_it_tested(tmp_path):
+    from conftest import pending_gpu_outputs
+
+    assert pending_gpu_outputs(_notebook(tmp_path))
+    for cell in range(3):  # one stored output in any cell is enough to be tested by nbval
+        assert not pending_gpu_outputs(_notebook(tmp_path, outputs_in=[cell]))
+
+
+def test_the_pending_rule_hides_no_solution_notebook_that_has_outputs():
+    from pathlib import Path
+
+    from conftest import has_stored_outputs, pending_gpu_outputs
+
+    root = Path(__file__).resolve().parents[1] / "solutions"
+    for path in sorted(root.rglob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        if any(c.get("outputs") for c in nb.cells if c.cell_type == "code"):
+            assert has_stored_outputs(path) and not pending_gpu_outputs(path), path
+
+
+def test_pending_notebooks_are_skipped_with_the_reason():
+    """The collection hook adds the pending reason to exactly the notebooks without outputs."""
+    from pathlib import Path
+
+    import conftest
+
+    class Item:
+        def __init__(self, path):
+            self.parent = type("P", (), {"path": path})()
+            self.markers = []
+
+        def add_marker(self, marker):
+            self.markers.append(marker)
+
+    Item.__name__ = "IPyNbCell"
+    root = Path(__file__).resolve().parents[1] / "solutions"
+    items = [Item(p) for p in sorted(root.rglob("*.ipynb"))]
+    conftest.pytest_collection_modifyitems(None, items)
+    for item in items:
+        reasons = " ".join(m.kwargs.get("reason", "") for m in item.markers)
+        assert (conftest.PENDING_GPU_OUTPUTS in reasons) == conftest.pending_gpu_outputs(item.parent.path), \
+            item.parent.path

@@ -13,7 +13,11 @@ Numba's CUDA simulator (no GPU found: simulator). The modules, one job each:
 - bench: timing with CUDA events, rooflines measured on this GPU, comparison with a library
 - plots: bar charts and roofline charts of benchmark results
 - exercises: writes course/ (exercise notebooks) from solutions/
-- simulator: the simulator's missing pieces (warp operations, race detection, ...)
+- simulator: the simulator's missing pieces (warp operations, race detection, block schedules, ...)
+- checks: ready-made checks for the exercises, one module per course module
+- scans, sgemm: module 02's reference kernels (reductions, scans; the SGEMM progression, DGEMM);
+  bench_sgemm: the progression beside cuBLAS (``python -m kernel_lab.bench_sgemm``)
+- vector_loads: 16-byte loads and stores from Numba kernels (``load4``, ``store4``, ...)
 """
 
 from .environment import choose_backend as _choose_backend

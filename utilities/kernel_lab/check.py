@@ -434,7 +434,7 @@ def _normalise_sizes(sizes) -> list[tuple[str, object]]:
 
 def check_kernel(name: str, launch, reference, inputs, *, sizes, out_dtype=np.float32, fmt=None,
                  k=1, rtol=None, atol=None, seed=None, rerun: bool = True, extra_hint=None,
-                 magnitude=None) -> None:
+                 magnitude=None, quiet: bool = False) -> None:
     """Run a kernel over several problem sizes and compare each result with a float64 reference.
 
     - ``inputs(size, rng)`` returns a tuple of NumPy arrays and scalars (drawn from ``rng``);
@@ -454,7 +454,7 @@ def check_kernel(name: str, launch, reference, inputs, *, sizes, out_dtype=np.fl
     ``extra_hint(got, expected)`` may return a sentence (or None) that an exercise adds to the failure
     message: hints specific to one exercise live with its check, not here.
 
-    Prints one line naming the sizes (by label) on success; raises :class:`CheckFailed` naming every
+    Prints one line naming the sizes (by label) on success (nothing with ``quiet``); raises :class:`CheckFailed` naming every
     failing size and explaining the most telling one. Inputs are fresh random numbers on every call
     (``seed`` reproduces a failure).
     """
@@ -524,4 +524,5 @@ def check_kernel(name: str, launch, reference, inputs, *, sizes, out_dtype=np.fl
         summary = (f"sizes that fail: {', '.join(failures)}; sizes that pass: {', '.join(passed) or 'none'}")
         raise CheckFailed(f"{primary}\n{summary}") from None
     labels = ", ".join(label for label, _ in cases)
-    print(f"{name}: correct for all {len(cases)} sizes ({labels})")
+    if not quiet:  # checks that run check_kernel several times print their own summary
+        print(f"{name}: correct for all {len(cases)} sizes ({labels})")

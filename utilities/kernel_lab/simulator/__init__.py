@@ -13,7 +13,9 @@ as a Python thread. `install()` adds what the course needs on top of it:
 * out-of-bounds accesses reported as `OutOfBoundsAccess` with the array, index, thread and line
   (`bounds`);
 * ``cuda.jit`` accepting all of numba-cuda's keywords (`jit_options`), and CUDA events that
-  measure wall-clock time (`events`).
+  measure wall-clock time (`events`);
+* block schedules that run blocks in reverse or interleaved at atomics, fences and volatile reads,
+  and report blocks that wait for each other forever, `GridStall` (`grid`).
 
 On a machine with a GPU the simulator is off, `install()` returns False and changes nothing;
 the error classes can still be imported (for ``pytest.raises`` and ``except`` clauses).
@@ -34,6 +36,7 @@ from .errors import (
     UndefinedShuffleValue,
     WarpMaskError,
 )
+from .grid import GridStall, block_schedule
 from .install import install, is_installed, simulator_active, supports_warp_operations
 from .settings import race_detection, settings
 
@@ -44,6 +47,8 @@ __all__ = [
     "supports_warp_operations",
     "race_detection",
     "settings",
+    "block_schedule",
+    "GridStall",
     "KernelLabSimulatorError",
     "SharedMemoryRace",
     "OutOfBoundsAccess",

@@ -84,7 +84,7 @@ def _patch():
     from numba.cuda.simulator import kernel as sim_kernel
     from numba.cuda.simulator import kernelapi
 
-    from . import bits, events, math_functions, shared_memory, warp
+    from . import bits, events, grid, math_functions, shared_memory, warp
     from .jit_options import make_jit
     from .scheduler import BlockRunner
 
@@ -121,6 +121,16 @@ def _patch():
         original = getattr(kernelapi.FakeCUDAAtomic, name, None)
         if original is not None:
             setattr(kernelapi.FakeCUDAAtomic, name, shared_memory.wrap_atomic(name, original))
+
+    # Fences and volatile/cache-hinted reads: scheduling points under an interleaved block
+    # schedule (grid.py); the loads themselves are plain reads (memory is sequentially consistent).
+    for fence in ("threadfence", "threadfence_block", "threadfence_system"):
+        original_fence = getattr(module, fence, None)
+        setattr(module, fence, grid.fence(fence, original_fence))
+    for hint in ("ldca", "ldcg", "ldcs", "ldlu", "ldcv"):
+        setattr(module, hint, staticmethod(grid.cache_hinted_load(hint)))
+        if not hasattr(cuda, hint):
+            setattr(cuda, hint, grid.cache_hinted_load(hint))
 
     # cuda.jit with numba-cuda's keywords; events that time.
     jit = make_jit(sim_kernel.FakeCUDAKernel, is_signature, config)

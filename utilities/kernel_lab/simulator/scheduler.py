@@ -201,6 +201,29 @@ class BlockRunner:
 
     # --- running the block ------------------------------------------------------------------
     def run(self, grid_point, *args):
+        """Called by the simulator once per block, in index order.
+
+        With the default schedule the block runs at once. With another (`grid.block_schedule`)
+        the blocks are collected, and the call for the grid's last block runs them all.
+        """
+        from numba.cuda.simulator import kernel as sim_kernel
+
+        from . import grid
+
+        if grid.schedule.order == "in order":
+            return self._run(grid_point, args)
+        context = sim_kernel._get_kernel_context()
+        pending = context.__dict__.setdefault("_kernel_lab_pending_blocks", [])
+        pending.append((self, grid_point, args))
+        if tuple(int(g) for g in grid_point) != tuple(d - 1 for d in self.grid_dim):
+            return None
+        blocks = list(pending)
+        pending.clear()
+        __tracebackhide__ = True  # noqa: F841
+        grid.run_grid(blocks, lambda runner, point, a, on_start=None: runner._run(point, a, on_start))
+        return None
+
+    def _run(self, grid_point, args, on_start=None):
         from numba.cuda.simulator import kernel as sim_kernel
         from numba.cuda.simulator.kernelapi import Dim3
 
@@ -236,6 +259,8 @@ class BlockRunner:
                     self.threads.append(thread)
                     self.warps[thread.warp_id].threads[thread.lane] = thread
         self.tracker = RaceTracker(self) if settings.race_detection else None
+        if on_start is not None:
+            on_start(self)
         for thread in self.threads:
             thread.start()
         self._wait_for_threads()

@@ -18,6 +18,7 @@ import threading
 import numpy as np
 
 from .frames import short_filename, source_line, user_frame
+from . import grid
 from .races import ATOMIC, READ, WRITE
 
 
@@ -196,7 +197,22 @@ def wrap_atomic(name, original):
 
     def atomic(self, array, *args):
         if type(array) is not SharedArray:
-            return original(self, array, *args)
+            if grid.current_baton() is None:
+                return original(self, array, *args)
+            # Global memory under an interleaved block schedule: a scheduling point before the
+            # atomic, and another right after it if it changed memory (a publication).
+            grid.scheduling_point(f"cuda.atomic.{name}")
+            index = args[0] if name != "compare_and_swap" else (0,) * array.ndim
+            try:
+                before = array[index].copy() if hasattr(array[index], "copy") else array[index]
+            except Exception:  # noqa: BLE001 - an unusual index: the atomic reports it
+                before = None
+            result = original(self, array, *args)
+            after = array[index] if before is not None else None
+            if before is None or not _same_bits(before, after):
+                grid.current_baton().progress(getattr(threading.current_thread(), "runner", None))
+                grid.scheduling_point(f"just after cuda.atomic.{name} changed memory")
+            return result
         index = (0,) * array.ndim if name == "compare_and_swap" else args[0]
         result = original(self, array._data, *args)
         offset = array._offs[index]
@@ -210,3 +226,8 @@ def wrap_atomic(name, original):
     atomic.__doc__ = original.__doc__
     atomic._kernel_lab_original = original
     return atomic
+
+
+def _same_bits(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.tobytes() == b.tobytes()

@@ -1,0 +1,303 @@
+"""Module 02's checks: each classic mistake, fed to its check, gets its message; right kernels pass.
+
+Runs under the simulator (no GPU needed); the package's own kernels (kernel_lab.scans,
+kernel_lab.sgemm) are the right answers.
+"""
+
+import numpy as np
+import pytest
+
+import kernel_lab as kl
+
+pytestmark = pytest.mark.skipif(not kl.on_simulator(), reason="wrong kernels are fed to the checks in the simulator")
+
+kl.setup(quiet=True)
+from numba import cuda, float32, int32, uint32  # noqa: E402
+
+from kernel_lab import CheckFailed, scans, sgemm  # noqa: E402
+from kernel_lab.checks import reductions_gemm as checks  # noqa: E402
+
+SMALL = [("block-1", 63), ("block+1", 65), ("3 blocks+7", 199)]
+T = scans.THREADS
+
+
+def bits_launcher(kernel, zero=True):
+    def launch(out, x):
+        if zero:
+            out[0] = 0
+        kernel[-(-x.size // T), T](x.view(np.uint32), out.view(np.uint32))
+    return launch
+
+
+# --- absmax / argmax ------------------------------------------------------------------------------
+
+def test_absmax_right_kernels_pass(capsys):
+    for launch in (lambda o, x: scans.absmax_one_pass(o.view(np.uint32), x.view(np.uint32)),
+                   lambda o, x: scans.absmax_two_pass(o.view(np.uint32), x.view(np.uint32)),
+                   lambda o, x: scans.absmax_grid_stride(o.view(np.uint32), x.view(np.uint32))):
+        checks.check_absmax(launch, block=T, sizes=SMALL)
+    assert capsys.readouterr().out.count("correct for all 3 sizes") == 3
+
+
+@cuda.jit
+def absmax_signed(bits, out):  # the mistake: max of the values, not of the magnitudes
+    i = cuda.grid(1)
+    if i < bits.size:
+        b = bits[i]
+        v = b | uint32(0x80000000) if b & uint32(0x80000000) == 0 else ~b
+        cuda.atomic.max(out, 0, v)
+
+
+@cuda.jit
+def absmax_full_blocks_only(bits, out):  # the mistake: the last, partial block returns early
+    i = cuda.grid(1)
+    if (cuda.blockIdx.x + 1) * cuda.blockDim.x > bits.size:
+        return
+    cuda.atomic.max(out, 0, bits[i] & uint32(0x7FFFFFFF))
+
+
+def test_absmax_names_values_instead_of_magnitudes():
+    def launch(out, x):
+        ob = out.view(np.uint32)
+        ob[0] = 0
+        absmax_signed[-(-x.size // T), T](x.view(np.uint32), ob)
+        raw = ob.copy_to_host()[0]  # decode the ordered key back into the float's bits
+        raw = raw & 0x7FFFFFFF if raw & 0x80000000 else ~raw & 0xFFFFFFFF
+        ob[0] = raw
+    with pytest.raises(CheckFailed, match="largest \\*value\\*, not the largest \\*magnitude\\*"):
+        checks.check_absmax(launch, block=T, sizes=SMALL, seed=1)
+
+
+def test_absmax_names_the_missing_partial_block_and_the_unzeroed_output():
+    with pytest.raises(CheckFailed, match="last, partial block was left out"):
+        checks.check_absmax(bits_launcher(absmax_full_blocks_only), block=T, sizes=SMALL, seed=2)
+    with pytest.raises(CheckFailed, match="never written"):
+        checks.check_absmax(bits_launcher(scans.absmax_atomic_per_block, zero=False), block=T, sizes=SMALL)
+
+
+def argmax_launcher(kernel):
+    def launch(out, x):
+        key = cuda.device_array(1, np.uint64)
+        key[0] = 0
+        kernel[scans.persistent_blocks(x.size), T](x.view(np.uint32), key)
+        out[0] = scans.decode_argmax(key.copy_to_host()[0])[1]
+    return launch
+
+
+@cuda.jit
+def argmax_highest_index(bits, key):  # the mistake: the index itself in the low bits: ties go to the highest
+    i = cuda.grid(1)
+    while i < bits.size:
+        k = scans.argmax_key(bits[i], i)
+        cuda.atomic.max(key, 0, (k & ~np.uint64(0xFFFFFFFF)) | np.uint64(i))
+        i += cuda.gridsize(1)
+
+
+def test_argmax_passes_and_names_the_tie_rule(capsys):
+    checks.check_argmax(argmax_launcher(scans.argmax_persistent), block=T, sizes=SMALL)
+    assert "argmax: correct" in capsys.readouterr().out
+    with pytest.raises(CheckFailed, match="tie rule says the lowest index wins"):
+        checks.check_argmax(argmax_launcher(argmax_highest_index), block=T, sizes=SMALL, seed=3)
+
+
+# --- sums ---------------------------------------------------------------------------------------
+
+@cuda.jit
+def kahan_without_compensation(x, out):  # the mistake: c is computed but never used
+    s = float32(0)
+    c = float32(0)
+    i = cuda.grid(1)
+    while i < x.size:
+        t = s + x[i]
+        c = (t - s) - x[i]
+        s = t
+        i += cuda.gridsize(1)
+    total = scans.block_sum_f64(np.float64(s))
+    if cuda.threadIdx.x == 0:
+        cuda.atomic.add(out, 0, total + 0 * c)
+
+
+def one_block(kernel):
+    # One block: each thread sums n / T elements, long enough for float32 rounding to show.
+    def launch(out, x):
+        out[0] = 0
+        kernel[1, T](x, out)
+    return launch
+
+
+def test_sums_pass_their_tolerance_and_lost_compensation_is_named(capsys):
+    big = [("large", 300_000)]  # 4700 terms per thread: float32 rounding shows
+    checks.check_sum(one_block(scans.sum_kahan), accumulation="kahan", block=T, sizes=big)
+    checks.check_sum(one_block(scans.sum_f64_accumulate), accumulation="float64", block=T, sizes=big)
+    checks.check_sum(one_block(scans.sum_f32), accumulation="float32", block=T, sizes=big)
+    assert capsys.readouterr().out.count("correct for all 1 sizes") == 3
+    with pytest.raises(CheckFailed, match="plain float32 sum"):
+        checks.check_sum(one_block(kahan_without_compensation), accumulation="kahan", block=T, sizes=big, seed=5)
+
+
+def test_sum_errors_orders_the_accumulations():
+    errors = checks.sum_errors({"f32": one_block(scans.sum_f32), "kahan": one_block(scans.sum_kahan)}, 100_000)
+    assert errors["kahan"] < errors["f32"]
+
+
+# --- scans --------------------------------------------------------------------------------------
+
+def test_both_scans_pass_every_schedule(capsys):
+    checks.check_scan(scans.scan_three_kernels, tile=scans.TILE, name="three-kernel scan")
+    checks.check_scan(scans.scan_single_pass_launch, tile=scans.TILE, name="single-pass scan",
+                      kernel=scans.scan_single_pass)
+    out = capsys.readouterr().out
+    assert "three-kernel scan: correct" in out and "single-pass scan: correct" in out and "6 block schedules" in out
+
+
+@cuda.jit
+def scan_flag_first(x, out, ticket, flags, aggregates, prefixes):
+    # The mistake: each block's flag is set before its value is written (and a thread-0 look-back).
+    totals = cuda.shared.array(scans.TOTALS, float32)
+    shared = cuda.shared.array(2, float32)
+    tile_id = cuda.shared.array(1, int32)
+    t = cuda.threadIdx.x
+    if t == 0:
+        tile_id[0] = cuda.atomic.add(ticket, 0, 1)
+    cuda.syncthreads()
+    tile = tile_id[0]
+    first = tile * scans.TILE + t * scans.ITEMS
+    s = float32(0)
+    for k in range(scans.ITEMS):
+        if first + k < x.size:
+            s += x[first + k]
+    before, total = scans.block_exclusive_scan(s, totals)
+    if t == 0:
+        exclusive = float32(0)
+        j = tile - 1
+        while j >= 0:
+            f = cuda.ldcv(flags, j)
+            if f == 0:
+                continue
+            cuda.threadfence()
+            exclusive += cuda.ldcg(prefixes, j)
+            break
+        cuda.atomic.exch(flags, tile, 2)  # BUG: published before the value below
+        prefixes[tile] = exclusive + total
+        shared[0] = exclusive
+    cuda.syncthreads()
+    acc = shared[0] + before
+    for k in range(scans.ITEMS):
+        if first + k < x.size:
+            acc += x[first + k]
+            out[first + k] = acc
+
+
+def test_a_look_back_that_reads_before_publication_is_caught():
+    def launch(out, x):
+        tiles = -(-x.size // scans.TILE)
+        ticket, flags, agg, pre = scans.single_pass_scratch(tiles)
+        scans._zero_int32[max(1, -(-(tiles + 1) // 256)), 256](ticket, flags)
+        scan_flag_first[tiles, T](x, out, ticket, flags, agg, pre)
+    with pytest.raises(CheckFailed, match="reads a partial before it is published"):
+        checks.check_scan(launch, tile=scans.TILE, name="flag first", seed=7)
+
+
+def test_missing_fence_and_plain_polling_are_named_from_the_source():
+    def no_fence(x, flags):
+        flags[0] = 1
+        return cuda.atomic.add(flags, 0, 0)
+    hints = checks._source_hints(no_fence)
+    assert any("no cuda.threadfence()" in h for h in hints) and any("cuda.ldcv" in h for h in hints)
+    assert checks._source_hints(scans.scan_single_pass) == []
+
+
+# --- GEMM ---------------------------------------------------------------------------------------
+
+TILE = sgemm.TILE
+
+
+def tiled(mistake=None):
+    @cuda.jit
+    def kernel(a, b, c):
+        a_tile = cuda.shared.array((TILE, TILE), float32)
+        b_tile = cuda.shared.array((TILE, TILE), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        row = cuda.blockIdx.y * TILE + ty
+        col = cuda.blockIdx.x * TILE + tx
+        m, n, kk = c.shape[0], c.shape[1], a.shape[1]
+        acc = float32(0)
+        k_end = kk - kk % TILE if mistake == "skip last k" else kk
+        for k0 in range(0, k_end, TILE):
+            a_tile[ty, tx] = a[row, k0 + tx] if row < m and k0 + tx < kk else float32(0)
+            if mistake == "edge":  # off by one: the last column of B is never loaded
+                b_tile[ty, tx] = b[k0 + ty, col] if k0 + ty < kk and col < n - 1 else float32(0)
+            else:
+                b_tile[ty, tx] = b[k0 + ty, col] if k0 + ty < kk and col < n else float32(0)
+            if mistake != "first barrier":
+                cuda.syncthreads()
+            for k in range(TILE):
+                acc += a_tile[ty, k] * b_tile[k, tx]
+            if mistake != "second barrier":
+                cuda.syncthreads()
+        if row < m and col < n:
+            c[row, col] = acc
+
+    def launch(c, a, b):
+        kernel[(-(-c.shape[1] // TILE), -(-c.shape[0] // TILE)), (TILE, TILE)](a, b, c)
+    return launch
+
+
+GEMM_SHAPES = [("1x1x1", (1, 1, 1)), ("tile-1 x tile+1 x bk+1", (TILE - 1, TILE + 1, TILE + 1)),
+               ("non-multiples", (2 * TILE + 3, TILE + 5, 3 * TILE + 2))]
+
+
+def test_the_package_sgemm_progression_and_dgemm_pass(capsys):
+    for label, launch in sgemm.PROGRESSION:
+        tiles = (sgemm.TILE,) * 3 if label[0] in "123" else (sgemm.BM, sgemm.BN, sgemm.BK)
+        checks.check_gemm(launch, name=label, tiles=tiles, shapes=checks.gemm_shapes(*tiles, large=0)[:3])
+    checks.check_gemm(sgemm.launch_dgemm, name="dgemm", precision="float64", tiles=(64, 32, 8),
+                      shapes=checks.gemm_shapes(64, 32, 8, large=0))
+    assert capsys.readouterr().out.count("correct for all") == len(sgemm.PROGRESSION) + 1
+
+
+@pytest.mark.parametrize("mistake, message", [
+    ("first barrier", "used before every thread has finished loading it"),
+    ("second barrier", "overwritten while other threads still read it"),
+    ("edge", "off-by-one on the tile edges"),
+    ("skip last k", "last, partial tile along K"),
+])
+def test_gemm_tile_mistakes_are_named(mistake, message):
+    with pytest.raises(CheckFailed, match=message):
+        checks.check_gemm(tiled(mistake), tiles=(TILE, TILE, TILE), shapes=GEMM_SHAPES, seed=11)
+
+
+def test_gemm_register_block_indexing_is_named():
+    # 1D register blocking with the thread's TM4 rows taken as a stride instead of a block.
+    BM4, BN4, BK4, TM4 = sgemm.BM4, sgemm.BN4, sgemm.BK4, sgemm.TM4
+
+    @cuda.jit
+    def wrong(a, b, c):
+        a_tile = cuda.shared.array((BM4, BK4), float32)
+        b_tile = cuda.shared.array((BK4, BN4), float32)
+        t = cuda.threadIdx.x
+        tx, ty = t % BN4, t // BN4
+        row0, col0 = cuda.blockIdx.y * BM4, cuda.blockIdx.x * BN4
+        m, n, kk = c.shape[0], c.shape[1], a.shape[1]
+        acc = cuda.local.array(TM4, float32)
+        for i in range(TM4):
+            acc[i] = 0
+        ar, ac, br, bc = t // BK4, t % BK4, t // BN4, t % BN4
+        for k0 in range(0, kk, BK4):
+            a_tile[ar, ac] = a[row0 + ar, k0 + ac] if row0 + ar < m and k0 + ac < kk else float32(0)
+            b_tile[br, bc] = b[k0 + br, col0 + bc] if k0 + br < kk and col0 + bc < n else float32(0)
+            cuda.syncthreads()
+            for k in range(BK4):
+                for i in range(TM4):
+                    acc[i] += a_tile[ty * TM4 + i, k] * b_tile[k, tx]
+            cuda.syncthreads()
+        for i in range(TM4):
+            r = row0 + i * (BM4 // TM4) + ty  # BUG: row ty + i * stride, not ty * TM4 + i
+            if r < m and col0 + tx < n:
+                c[r, col0 + tx] = acc[i]
+
+    def launch(c, a, b):
+        wrong[(-(-c.shape[1] // BN4), -(-c.shape[0] // BM4)), BM4 * BN4 // TM4](a, b, c)
+
+    with pytest.raises(CheckFailed, match="register-block indexing"):
+        checks.check_gemm(launch, tiles=(BM4, BN4, BK4), shapes=[("aligned", (2 * BM4, 2 * BN4, 2 * BK4))], seed=12)

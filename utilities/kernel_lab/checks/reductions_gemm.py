@@ -1,0 +1,462 @@
+"""Checks for module 02: device-wide reductions and scans, and matrix multiplication.
+
+Each check runs the learner's launcher on fresh random inputs at sizes chosen to catch the
+classic mistakes, compares with a float64 NumPy reference, prints one deterministic line on
+success and raises :class:`kernel_lab.CheckFailed` naming the mistake on failure:
+
+* :func:`check_absmax` and :func:`check_argmax`: the extreme value is planted where mistakes
+  lose it (a negative value, the last partial block, several equal maxima);
+* :func:`check_sum` checks a device-wide sum against a tolerance for its accumulation
+  (``"float32"``, ``"float64"``, ``"kahan"``); :func:`sum_errors` measures the error of each;
+* :func:`check_scan` checks an inclusive prefix sum, under every block schedule the simulator
+  offers (blocks in reverse order, several at once in shuffled orders) or, on a GPU, over repeated
+  runs: a look-back that reads a partial before it is published fails there;
+* :func:`check_gemm` checks ``C = A @ B`` on shapes that are not multiples of any tile, and names
+  a tile used before the barrier, a missing second barrier, off-by-one tile edges, a skipped last
+  K tile and wrong register-block indexing.
+"""
+
+from __future__ import annotations
+
+import inspect
+import secrets
+
+import numpy as np
+
+from ..check import UNIT_ROUNDOFF, CheckFailed, check_kernel, is_poison, poisoned_host
+from ..environment import on_simulator
+from ..sizes import adversarial_sizes
+from ..validate import KernelLabArgumentError, require_callable
+
+
+def _large(gpu: int, sim: int) -> int:
+    return sim if on_simulator() else gpu
+
+
+def _sizes(block: int, sizes):
+    if sizes is not None:
+        return [s if isinstance(s, tuple) else (str(s), s) for s in sizes]
+    return adversarial_sizes(block, large=_large(1 << 24, 700))
+
+
+def _not_done(name, exc):
+    return CheckFailed(f"{name}: the exercise is not done yet ({exc or 'the stub is still in place'})")
+
+
+def _run_scalar(launch, out_dtype, x):
+    """Run ``launch(out, x)`` on a poisoned one-element output; return the host value."""
+    from numba import cuda
+
+    out = cuda.to_device(poisoned_host(1, out_dtype))
+    launch(out, cuda.to_device(x))
+    cuda.synchronize()
+    return out.copy_to_host()[0]
+
+
+# ================================================================================================
+# absmax and argmax
+
+
+def _planted(n, rng, where, sign=-1.0):
+    x = rng.uniform(-1.0, 1.0, n).astype(np.float32)
+    x[where] = np.float32(sign * 3.0)
+    return x
+
+
+def check_absmax(launch, *, name: str = "absmax", block: int = 256, sizes=None, seed=None) -> None:
+    """``launch(out, x)`` must leave ``max(|x|)`` in ``out[0]`` (float32; ``out`` holds poison).
+
+    Inputs lie in [-1, 1) with one planted value of magnitude 3, negative in half the cases, placed
+    at the start, in the middle or in the last (partial) block. The result must be exact: a maximum
+    rounds nothing.
+    """
+    require_callable(launch, "launch")
+    seed = secrets.randbits(32) if seed is None else seed
+    rng = np.random.default_rng(seed)
+    for label, n in _sizes(block, sizes):
+        for where, sign in [(n - 1, -1.0), (n // 2, 1.0), (0, -1.0)]:
+            x = _planted(n, rng, where, sign)
+            try:
+                got = _run_scalar(launch, np.float32, x)
+            except NotImplementedError as exc:
+                raise _not_done(name, exc) from None
+            want = float(np.abs(x).max())
+            if is_poison(np.array([got])).all():
+                raise CheckFailed(f"{name} (size {label} = {n}): out[0] was never written. Hint: the launcher "
+                                  "must set out[0] = 0 before blocks combine their results into it (an atomic "
+                                  "max into poison keeps the poison), or the kernel does not write it.")
+            if float(got) == want:
+                continue
+            lines = [f"{name} (size {label} = {n}): expected {want:.7g}, got {float(got):.7g} "
+                     f"(the largest magnitude, {sign * 3:+.0f}, sits at index {where}) [seed={seed}]"]
+            if float(got) == float(x.max()) or float(got) == -want:
+                lines.append("Hint: the result is the largest *value*, not the largest *magnitude*: take |x| "
+                             "first (for the bits: `bits & 0x7FFFFFFF` clears the sign).")
+            elif (where >= (n // block) * block and n % block
+                  and float(got) == float(np.abs(x[: n - n % block]).max(initial=0.0))):
+                lines.append("Hint: the last, partial block was left out: launch ceil(n / threads) blocks, and let "
+                             "threads past the end contribute 0 instead of returning before the block's reduction.")
+            elif float(got) < want:
+                lines.append("Hint: some elements never reached the result: does every block combine its result "
+                             "into out[0] (one atomic per block), and does the block reduction see every thread?")
+            raise CheckFailed("\n".join(lines))
+    print(f"{name}: correct for all {len(_sizes(block, sizes))} sizes ({', '.join(lb for lb, _ in _sizes(block, sizes))})")
+
+
+def check_argmax(launch, *, name: str = "argmax", block: int = 256, sizes=None, seed=None) -> None:
+    """``launch(out, x)`` must leave in ``out[0]`` (int64) the index of the largest value of ``x``,
+    the lowest such index when the maximum occurs more than once.
+
+    Each size is tried with the maximum planted once and with three copies of it (one of them in
+    the last block), so that both the value and the tie rule are checked.
+    """
+    require_callable(launch, "launch")
+    seed = secrets.randbits(32) if seed is None else seed
+    rng = np.random.default_rng(seed)
+    for label, n in _sizes(block, sizes):
+        cases = [[int(rng.integers(n))]]
+        if n >= 3:
+            cases.append(sorted({n - 1, int(rng.integers(n)), int(rng.integers(n // 2 + 1))}))
+        for where in cases:
+            x = rng.uniform(-4.0, 2.0, n).astype(np.float32)
+            x[where] = np.float32(2.5)
+            if n > 1:
+                x[(where[0] + 1) % n] = np.float32(-5.0)  # a larger magnitude, smaller value
+                if (where[0] + 1) % n in where:
+                    x[where] = np.float32(2.5)
+            want = int(np.argmax(x))
+            try:
+                got = _run_scalar(launch, np.int64, x)
+            except NotImplementedError as exc:
+                raise _not_done(name, exc) from None
+            if int(got) == want:
+                continue
+            lines = [f"{name} (size {label} = {n}): expected index {want}, got {int(got)} [seed={seed}]"]
+            maxima = np.flatnonzero(x == x.max())
+            if 0 <= int(got) < n and int(got) in maxima:
+                lines.append(f"Hint: index {int(got)} holds the maximum too, but the maximum occurs at indices "
+                             f"{', '.join(map(str, maxima))}: the tie rule says the lowest index wins. In a packed "
+                             "key, put the *complement* of the index in the low bits, so that max() prefers it.")
+            elif 0 <= int(got) < n and int(got) == int(np.argmax(np.abs(x))):
+                lines.append("Hint: that is the index of the largest *magnitude*; argmax compares values (a negative "
+                             "float's bits must be flipped to order correctly: see the key function).")
+            elif 0 <= 0xFFFFFFFF - int(got) < n:
+                lines.append("Hint: the key's low 32 bits hold the index itself, not its complement "
+                             "(0xFFFFFFFF - i), so decoding gives 0xFFFFFFFF - index. With the index itself, max() "
+                             "would also prefer the highest of several equal maxima, but the tie rule says the "
+                             "lowest index wins: store 0xFFFFFFFF - i.")
+            elif not 0 <= int(got) < n:
+                lines.append("Hint: that is not an index of x at all: was out[0] written (launchers zero their "
+                             "keys), and is the index decoded from the key's low 32 bits?")
+            raise CheckFailed("\n".join(lines))
+    print(f"{name}: correct for all {len(_sizes(block, sizes))} sizes")
+
+
+# ================================================================================================
+# sums
+
+
+def _sum_tolerance(accumulation: str, n: int) -> float:
+    u = UNIT_ROUNDOFF["float32"]
+    if accumulation == "float32":
+        return u * (4 + 5 * np.sqrt(n))  # long float32 sums: grows with the number of terms
+    if accumulation in ("float64", "kahan"):
+        # Kahan: |error| <= (2u + O(n u^2)) sum|x| (Higham, Accuracy and Stability of Numerical
+        # Algorithms, 2nd ed., section 4.3), independent of n to first order; float64: far less.
+        return 2 * u + n * u * u
+    raise KernelLabArgumentError(f"accumulation must be 'float32', 'float64' or 'kahan', got {accumulation!r}")
+
+
+def check_sum(launch, *, accumulation: str = "float32", name: str | None = None, block: int = 256, sizes=None,
+              seed=None) -> None:
+    """``launch(out, x)``: ``out[0]`` (float64, poisoned) must be ``sum(x)`` for float32 ``x``.
+
+    Inputs are uniform in [0, 1): no cancellation, every rounding error counts. The tolerance
+    follows ``accumulation``: ``"float32"`` grows with ``sqrt(n)``; ``"float64"`` and ``"kahan"``
+    must be within 2 float32 units of roundoff of the sum whatever ``n`` (Kahan's bound), so a
+    compensated sum that silently lost its compensation fails once each thread adds many terms.
+    """
+    require_callable(launch, "launch")
+    name = name or f"sum ({accumulation})"
+    _sum_tolerance(accumulation, 1)
+
+    def inputs(n, rng):
+        return (rng.uniform(0.0, 1.0, n).astype(np.float32),)
+
+    sizes = _sizes(block, sizes)
+    seed = secrets.randbits(32) if seed is None else seed
+    rng = np.random.default_rng(seed)
+    for label, n in sizes:
+        (x,) = inputs(n, rng)
+        exact = float(np.sum(x.astype(np.float64)))
+        weight = float(np.sum(np.abs(x.astype(np.float64))))
+        try:
+            got = float(_run_scalar(launch, np.float64, x))
+        except NotImplementedError as exc:
+            raise _not_done(name, exc) from None
+        allowed = _sum_tolerance(accumulation, n) * weight
+        if abs(got - exact) <= allowed:
+            continue
+        lines = [f"{name} (size {label} = {n}): expected {exact:.10g}, got {got:.10g}: error {abs(got - exact):.3g}, "
+                 f"allowed {allowed:.3g} ({_sum_tolerance(accumulation, n) / UNIT_ROUNDOFF['float32']:.3g} float32 units "
+                 f"of roundoff x sum|x|) [seed={seed}]"]
+        if np.isnan(got):
+            lines.append("Hint: out[0] holds NaN: it was never set to 0 before the blocks added into it.")
+        elif accumulation != "float32" and abs(got - exact) <= _sum_tolerance("float32", n) * weight:
+            lines.append("Hint: the error is that of a plain float32 sum: the accumulation is not doing its job "
+                         "(Kahan: `y = x - c; t = s + y; c = (t - s) - y; s = t`, and keep c across the loop; "
+                         "float64: convert each element before adding it).")
+        elif abs(got - exact) > 0.5 * weight:
+            lines.append("Hint: far off: are elements skipped or counted twice (grid-stride step, bounds)?")
+        raise CheckFailed("\n".join(lines))
+    print(f"{name}: correct for all {len(sizes)} sizes ({', '.join(lb for lb, _ in sizes)})")
+
+
+def sum_errors(launchers: dict, n: int, *, seed: int = 0, trials: int = 3) -> dict:
+    """The relative error ``|got - exact| / sum|x|`` of each launcher, in float32 units of roundoff,
+    the worst of ``trials`` fresh inputs (values in [0, 1): every rounding error adds up)."""
+    rng = np.random.default_rng(seed)
+    worst = {label: 0.0 for label in launchers}
+    for _ in range(trials):
+        x = rng.uniform(0.0, 1.0, n).astype(np.float32)
+        exact = float(np.sum(x.astype(np.float64)))
+        for label, launch in launchers.items():
+            got = float(_run_scalar(launch, np.float64, x))
+            worst[label] = max(worst[label], abs(got - exact) / exact / UNIT_ROUNDOFF["float32"])
+    return worst
+
+
+# ================================================================================================
+# scans
+
+
+def _scan_schedules():
+    """(label, schedule keyword arguments) the scan checks run under."""
+    if not on_simulator():
+        return [("run 1", None), ("run 2", None), ("run 3", None)]
+    return [("blocks in order", dict(order="in order")), ("blocks in reverse", dict(order="reverse")),
+            ("interleaved, seed 1", dict(order="interleaved", seed=1)),
+            ("interleaved, seed 2", dict(order="interleaved", seed=2)),
+            ("interleaved, seed 3", dict(order="interleaved", seed=3)),
+            ("2 resident, seed 4", dict(order="interleaved", seed=4, resident=2))]
+
+
+def _kernel_source(kernel, depth: int = 3, seen=None) -> str:
+    """The source of a kernel and of the device functions it calls (a few levels deep)."""
+    fn = getattr(kernel, "py_func", kernel)
+    seen = set() if seen is None else seen
+    if id(fn) in seen:
+        return ""
+    seen.add(id(fn))
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return ""
+    if depth > 0:
+        for name in getattr(getattr(fn, "__code__", None), "co_names", ()):
+            callee = getattr(fn, "__globals__", {}).get(name)
+            if callee is not None and hasattr(callee, "py_func"):
+                source += "\n" + _kernel_source(callee, depth - 1, seen)
+    return source
+
+
+def _source_hints(kernel) -> list[str]:
+    if kernel is None:
+        return []
+    source = _kernel_source(kernel)
+    if not source:
+        return []
+    hints = []
+    if "threadfence" not in source:
+        hints.append("the kernel has no cuda.threadfence(): on a GPU a block's value and its flag can become "
+                     "visible to other blocks in either order. Write the value, cuda.threadfence(), then set the "
+                     "flag; read the flag, cuda.threadfence(), then the value. (The simulator's memory is "
+                     "sequentially consistent, so only this reading of the source can tell.)")
+    if "ldcv" not in source and "atomic" in source:
+        hints.append("the flags are polled with plain loads: the compiler may keep the first value in a register "
+                     "and loop forever, and L1 may hold an old copy. Poll with cuda.ldcv(flags, j) (a volatile "
+                     "load) and read published values with cuda.ldcg (from L2).")
+    return hints
+
+
+def check_scan(launch, *, name: str = "scan", tile: int = 256, sizes=None, seed=None, kernel=None,
+               schedules: bool = True) -> None:
+    """``launch(out, x)`` must write the inclusive prefix sum of float32 ``x`` into ``out``.
+
+    Sizes cover one element, partial and several tiles and a large array. In the simulator each
+    size also runs under adversarial block schedules (reverse order, shuffled interleavings, only 2
+    blocks resident); on a GPU, three runs. Pass ``kernel=`` (the single-pass kernel) to also get
+    hints from its source (a missing fence, flags polled with plain loads).
+    """
+    require_callable(launch, "launch")
+    from ..simulator.grid import GridStall, block_schedule
+
+    sizes = sizes if sizes is not None else [("1", 1), ("tile-1", tile - 1), ("tile+1", tile + 1),
+                                             ("5 tiles+3", 5 * tile + 3),
+                                             ("large", _large(1 << 24, 7 * tile + 1))]
+
+    def inputs(n, rng):
+        return (rng.standard_normal(n).astype(np.float32),)
+
+    def reference(x):
+        return np.cumsum(x)
+
+    def magnitude(x):
+        return np.cumsum(np.abs(x))
+
+    runs = _scan_schedules() if schedules else [("once", None)]
+    seed = secrets.randbits(32) if seed is None else seed
+    for label, sched in runs:
+        try:
+            if sched is None or not on_simulator():
+                check_kernel(name, launch, reference, inputs, sizes=sizes, k=lambda n: max(int(n), 1),
+                             magnitude=magnitude, seed=seed, rerun=False, quiet=True)
+            else:
+                with block_schedule(**sched):
+                    check_kernel(name, launch, reference, inputs, sizes=sizes, k=lambda n: max(int(n), 1),
+                                 magnitude=magnitude, seed=seed, rerun=False, quiet=True)
+        except GridStall as stall:
+            raise CheckFailed(f"{name} ({label}): the blocks waited for each other forever.\n{stall}") from None
+        except CheckFailed as failure:
+            if "not done yet" in str(failure):
+                raise
+            lines = [f"{name} ({label}): {failure}"]
+            if label not in ("blocks in order", "run 1", "once"):
+                lines.append("Hint: the scan is right when blocks run one after the other in index order, and wrong "
+                             f"under this schedule ({label}): a look-back that reads a partial before it is published "
+                             "(the value must be written before its flag, and read after it), or that treats a "
+                             "predecessor's own total (aggregate) as its inclusive prefix (keep looking back until "
+                             "an inclusive prefix is found), or a tile number taken from blockIdx.x instead of "
+                             "the order blocks start in.")
+            for hint in _source_hints(kernel):
+                lines.append("Hint: " + hint)
+            raise CheckFailed("\n".join(lines)) from None
+    labels = ", ".join(lb for lb, _ in sizes)
+    where = f"; {len(runs)} block schedules" if on_simulator() and schedules else ""
+    print(f"{name}: correct for all {len(sizes)} sizes ({labels}){where}")
+
+
+# ================================================================================================
+# GEMM
+
+
+def gemm_shapes(tile_m: int, tile_n: int, tile_k: int, large=None):
+    """(label, (M, N, K)) shapes for a GEMM with block tiles tile_m x tile_n stepping tile_k."""
+    if large is None:
+        large = _large(1031, 0)
+    shapes = [("1x1x1", (1, 1, 1)),
+              ("tile-1 x tile+1 x bk+1", (max(tile_m - 1, 1), tile_n + 1, tile_k + 1)),
+              ("non-multiples", (2 * tile_m + 3, tile_n + 5, 3 * tile_k + 2)),
+              ("aligned", (2 * tile_m, 2 * tile_n, 4 * tile_k))]
+    if large:
+        shapes.append(("large", (large, large - 2, large // 2 + 5)))
+    return shapes
+
+
+def _race_headline(text: str) -> str:
+    if "as in the next pass of a loop" in text:
+        return ("a tile is overwritten while other threads still read it: the next iteration's loads start before "
+                "everyone has finished with the current tiles. Add the second cuda.syncthreads() at the end of the "
+                "loop body.")
+    if "after the write" in text:
+        return ("a tile is used before every thread has finished loading it: add cuda.syncthreads() between "
+                "loading the tiles and the multiply-adds.")
+    return "threads of a block touch the same shared-memory element with no barrier between them."
+
+
+def _gemm_extra_hint(a, b, tiles):
+    tile_m, tile_n, tile_k = tiles
+
+    def hint(got, expected):
+        m, n = expected.shape
+        kk = a.shape[1]
+        written = ~is_poison(got)
+        with np.errstate(invalid="ignore"):
+            g = got.astype(np.float64)
+            scale = np.abs(a) @ np.abs(b) + 1e-30
+            wrong = ~(np.abs(g - expected) <= 1e-3 * scale) | ~written
+        if not wrong.any():
+            return None
+        kf = kk - kk % tile_k
+        if kk % tile_k and written.all():
+            partial = a[:, :kf] @ b[:kf, :]
+            if np.allclose(g, partial, rtol=1e-4, atol=1e-4 * scale.max()):
+                return (f"the result is A[:, :{kf}] @ B[:{kf}, :]: the last, partial tile along K "
+                        f"(K = {kk} is not a multiple of {tile_k}) is skipped. Loop over ceil(K / BK) tiles "
+                        "(`range(0, K, BK)`), loading 0 past the end of K.")
+        edge_rows = np.arange(m) >= m - m % tile_m if m % tile_m else np.zeros(m, bool)
+        edge_cols = np.arange(n) >= n - n % tile_n if n % tile_n else np.zeros(n, bool)
+        on_edge = edge_rows[:, None] | edge_cols[None, :]
+        if on_edge.any() and wrong[on_edge].any() and not wrong[~on_edge].any():
+            return ("only elements in the last, partial tiles (bottom rows or right columns of C) are wrong: an "
+                    "off-by-one on the tile edges. Compare indices with `<` (row < M, col < N, k < K) when loading "
+                    "and storing, and load 0 where a tile reaches past the matrix.")
+        # The right values in the wrong places: register-block indexing.
+        w = np.flatnonzero(wrong.ravel() & written.ravel())
+        if len(w) >= 4 and written.all():
+            ref_vals = np.sort(expected.ravel())
+            pos = np.searchsorted(ref_vals, g.ravel()[w])
+            pos = np.clip(pos, 1, len(ref_vals) - 1)
+            near = np.minimum(np.abs(ref_vals[pos] - g.ravel()[w]), np.abs(ref_vals[pos - 1] - g.ravel()[w]))
+            if np.mean(near <= 1e-4 * scale.max()) > 0.9:
+                return ("the wrong elements hold values that belong elsewhere in C: each thread computes the right "
+                        "numbers but stores them in the wrong places. Check the register-block indexing: thread "
+                        "(tx, ty) owns rows ty*TM + i and columns tx*TN + j of its block's tile, for i < TM, j < TN; "
+                        "the same i and j must pick the accumulator, the shared-memory element and the element of C.")
+        return None
+
+    return hint
+
+
+def check_gemm(launch, *, name: str = "gemm", tiles=(32, 32, 32), precision: str = "float32", shapes=None,
+               seed=None) -> None:
+    """``launch(c, a, b)`` must compute ``C = A @ B`` (row-major; ``c`` poisoned, of ``A``'s dtype).
+
+    ``tiles`` = (tile_m, tile_n, tile_k) of the kernel, so that shapes straddle its tile edges.
+    Tolerance: the float's unit roundoff times sqrt(K), against ``|A| @ |B|`` (see kernel_lab.check).
+    """
+    require_callable(launch, "launch")
+    from numba import cuda
+
+    from ..simulator import SharedMemoryRace
+
+    dtype = np.dtype(precision)
+    if dtype not in (np.float32, np.float64):
+        raise KernelLabArgumentError(f"precision must be 'float32' or 'float64', got {precision!r}")
+    shapes = shapes if shapes is not None else gemm_shapes(*tiles)
+    seed = secrets.randbits(32) if seed is None else seed
+    rng = np.random.default_rng(seed)
+    done, failed = [], []
+    for label, (m, n, kk) in shapes:
+        a = rng.uniform(-1, 1, (m, kk)).astype(dtype)
+        b = rng.uniform(-1, 1, (kk, n)).astype(dtype)
+
+        def inputs(size, rng_, a=a, b=b):
+            return (a, b)
+
+        def reference(a_, b_):
+            return a_ @ b_
+
+        def launch_cab(c, a_, b_):
+            launch(c, a_, b_)
+
+        try:
+            check_kernel(name, launch_cab, reference, inputs, sizes=[(label, (m, n, kk))], out_dtype=dtype,
+                         k=kk, seed=seed, extra_hint=_gemm_extra_hint(a.astype(np.float64), b.astype(np.float64),
+                                                                      tiles), quiet=True)
+        except SharedMemoryRace as race:
+            raise CheckFailed(f"{name} (shape {label} = {m} x {n} x {kk}): {_race_headline(str(race))}\n"
+                              f"The simulator's report:\n{race}") from None
+        except CheckFailed as failure:
+            if "not done yet" in str(failure):
+                raise
+            failed.append((m * n, label, failure))
+            continue
+        done.append(label)
+    if failed:
+        # The largest failing shape shows the clearest pattern of errors.
+        _, _, telling = max(failed, key=lambda f: f[0])
+        lines = [line for line in str(telling).splitlines() if not line.startswith("sizes that")]
+        lines.append(f"shapes that fail: {', '.join(f[1] for f in failed)}; shapes that pass: {', '.join(done) or 'none'}")
+        raise CheckFailed("\n".join(lines))
+    print(f"{name}: correct for all {len(done)} shapes ({', '.join(done)})")

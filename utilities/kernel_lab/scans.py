@@ -1,0 +1,564 @@
+"""Device-wide reductions and prefix sums of module 02, as the package's reference kernels.
+
+The notebooks of module 02 have the learner write these kernels; the package keeps the same
+kernels so that ``scripts/gpu_module02_probe.py`` and ``python -m kernel_lab.bench_sgemm`` measure
+exactly what the notebooks teach, without importing a notebook (a test holds the notebooks'
+solutions to this file).
+
+Reductions (absmax, argmax, sums) read the inputs' bits through a ``uint32`` view of the same
+array: for finite floats, ``bits & 0x7FFFFFFF`` orders like ``|x|``, so an absmax is an integer
+``atomic.max``, exact and native; an argmax packs an order-preserving key of the value and the
+complement of the index into one ``uint64`` so that one ``atomic.max`` picks the largest value and,
+among equal values, the lowest index.
+
+Scans: the three-kernel scan (reduce tiles, scan the tiles' totals, rescan each tile with its
+offset) and the single-pass scan with decoupled look-back (Merrill and Garland, "Single-pass
+Parallel Prefix Scan with Decoupled Look-back", NVIDIA technical report NVR-2016-002).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .environment import on_simulator
+from .sizes import sizes as _sizes
+
+# --- launch shapes: the same code, smaller constants in the simulator ---------------------------
+_S = _sizes(gpu=dict(threads=256, items=8, blocks_per_sm=8), sim=dict(threads=64, items=4, blocks_per_sm=1))
+THREADS = _S.threads  # threads per block (a multiple of 32)
+ITEMS = _S.items  # consecutive elements per thread in a scan tile
+TILE = THREADS * ITEMS  # elements per scan tile
+WARPS = THREADS // 32
+TOTALS = WARPS + 1  # a shared array's size must be a plain constant (an expression is refused on a GPU)
+BLOCKS_PER_SM = _S.blocks_per_sm
+FULL_MASK = 0xFFFFFFFF
+ABS_MASK = 0x7FFFFFFF
+
+# Tile status for the decoupled look-back.
+FLAG_NONE, FLAG_AGGREGATE, FLAG_PREFIX = 0, 1, 2
+
+
+def _cuda():
+    from numba import cuda
+
+    return cuda
+
+
+cuda = _cuda()
+from numba import float32, float64, int32, int64, uint32, uint64  # noqa: E402
+
+from .vector_loads import load4, store4  # noqa: E402
+
+
+def persistent_blocks(n: int, threads: int = THREADS) -> int:
+    """Blocks that fill every SM once (``BLOCKS_PER_SM`` each), fewer when ``n`` is small."""
+    from .environment import gpu_info
+
+    sms = gpu_info().multiprocessors or 2
+    return max(1, min(-(-n // threads), sms * BLOCKS_PER_SM))
+
+
+# ================================================================================================
+# Reductions
+
+
+@cuda.jit
+def zero_first(out):
+    """out[0] = 0, as a kernel: a launch is queued behind the GPU's work, where ``out[0] = 0``
+    from the host would wait for it (and so put the host's launch time into a measurement)."""
+    if cuda.grid(1) == 0:
+        out[0] = 0
+
+
+@cuda.jit(device=True)
+def warp_max_u32(v):
+    # Shuffles move 32- and 64-bit *signed* integers and floats: the unsigned value travels as the
+    # int32 with the same bits (a conversion between same-width integers keeps the bits).
+    offset = 16
+    while offset > 0:
+        other = uint32(cuda.shfl_down_sync(FULL_MASK, int32(v), offset))
+        v = max(v, other)
+        offset //= 2
+    return v
+
+
+@cuda.jit(device=True)
+def block_max_u32(v):
+    """The maximum of ``v`` (uint32) over the block, valid in thread 0."""
+    partial = cuda.shared.array(WARPS, uint32)
+    lane, warp = cuda.threadIdx.x % 32, cuda.threadIdx.x // 32
+    v = warp_max_u32(v)
+    if lane == 0:
+        partial[warp] = v
+    cuda.syncthreads()
+    result = uint32(0)
+    if warp == 0:
+        result = warp_max_u32(partial[lane] if lane < WARPS else uint32(0))
+    return result
+
+
+@cuda.jit
+def absmax_atomic_per_block(bits, out):
+    """One pass, one thread per element: each block's max |x|, then one atomic per block."""
+    i = cuda.grid(1)
+    v = uint32(0)
+    if i < bits.size:
+        v = bits[i] & uint32(ABS_MASK)  # |x| as bits: the same order as |x| for finite floats
+    m = block_max_u32(v)
+    if cuda.threadIdx.x == 0:
+        cuda.atomic.max(out, 0, m)
+
+
+@cuda.jit
+def absmax_partials(bits, partials):
+    """Pass 1 of 2: each block writes its own max |x| (no atomics)."""
+    i = cuda.grid(1)
+    v = uint32(0)
+    if i < bits.size:
+        v = bits[i] & uint32(ABS_MASK)
+    m = block_max_u32(v)
+    if cuda.threadIdx.x == 0:
+        partials[cuda.blockIdx.x] = m
+
+
+@cuda.jit
+def absmax_finish(partials, out):
+    """Pass 2 of 2: one block reduces the partials."""
+    v = uint32(0)
+    i = cuda.threadIdx.x
+    while i < partials.size:
+        v = max(v, partials[i])
+        i += cuda.blockDim.x
+    m = block_max_u32(v)
+    if cuda.threadIdx.x == 0:
+        out[0] = m
+
+
+@cuda.jit
+def absmax_persistent(bits, out):
+    """Grid-stride, one block per SM slot: four independent loads in flight per thread."""
+    n = bits.size
+    stride = cuda.gridsize(1)
+    i = cuda.grid(1)
+    m0 = uint32(0)
+    m1 = uint32(0)
+    m2 = uint32(0)
+    m3 = uint32(0)
+    while i + 3 * stride < n:  # four loads before any use: more bytes in flight
+        m0 = max(m0, bits[i] & uint32(ABS_MASK))
+        m1 = max(m1, bits[i + stride] & uint32(ABS_MASK))
+        m2 = max(m2, bits[i + 2 * stride] & uint32(ABS_MASK))
+        m3 = max(m3, bits[i + 3 * stride] & uint32(ABS_MASK))
+        i += 4 * stride
+    while i < n:
+        m0 = max(m0, bits[i] & uint32(ABS_MASK))
+        i += stride
+    m = block_max_u32(max(max(m0, m1), max(m2, m3)))
+    if cuda.threadIdx.x == 0:
+        cuda.atomic.max(out, 0, m)
+
+
+def absmax_one_pass(out_bits, bits):
+    """``out_bits[0]`` (uint32, zeroed here) = bits of max |x|."""
+    zero_first[1, 1](out_bits)
+    absmax_atomic_per_block[-(-bits.size // THREADS), THREADS](bits, out_bits)
+
+
+def absmax_two_pass(out_bits, bits, partials=None):
+    blocks = -(-bits.size // THREADS)
+    if partials is None:
+        partials = cuda.device_array(blocks, np.uint32)
+    absmax_partials[blocks, THREADS](bits, partials)
+    absmax_finish[1, 1024 if not on_simulator() else THREADS](partials, out_bits)
+
+
+def absmax_grid_stride(out_bits, bits):
+    zero_first[1, 1](out_bits)
+    absmax_persistent[persistent_blocks(bits.size), THREADS](bits, out_bits)
+
+
+# --- argmax: the largest value, the lowest index among equal values ----------------------------
+
+
+@cuda.jit(device=True)
+def argmax_key(b, i):
+    """A uint64 that orders like (value, -index): the value's bits made monotone, then ~index."""
+    b = uint32(b)
+    if b & uint32(0x80000000):
+        ordered = ~b  # negative floats: larger magnitude is smaller, so flip every bit
+    else:
+        ordered = b | uint32(0x80000000)  # positive floats above every negative one
+    return (uint64(ordered) << uint64(32)) | uint64(uint32(0xFFFFFFFF) - uint32(i))
+
+
+@cuda.jit(device=True)
+def warp_max_u64(v):
+    offset = 16
+    while offset > 0:
+        other = uint64(cuda.shfl_down_sync(FULL_MASK, int64(v), offset))  # the bits travel as an int64
+        v = max(v, other)
+        offset //= 2
+    return v
+
+
+@cuda.jit
+def argmax_persistent(bits, out_key):
+    """Grid-stride argmax: each thread keeps its best key, then warp, block, one atomic per block."""
+    partial = cuda.shared.array(WARPS, uint64)
+    best = uint64(0)
+    i = cuda.grid(1)
+    while i < bits.size:
+        best = max(best, argmax_key(bits[i], i))
+        i += cuda.gridsize(1)
+    lane, warp = cuda.threadIdx.x % 32, cuda.threadIdx.x // 32
+    best = warp_max_u64(best)
+    if lane == 0:
+        partial[warp] = best
+    cuda.syncthreads()
+    if warp == 0:
+        best = warp_max_u64(partial[lane] if lane < WARPS else uint64(0))
+        if lane == 0:
+            cuda.atomic.max(out_key, 0, best)
+
+
+def decode_argmax(key: int) -> tuple[float, int]:
+    """(value, index) from an argmax key."""
+    key = int(key)
+    ordered = key >> 32
+    index = 0xFFFFFFFF - (key & 0xFFFFFFFF)
+    bits = (~ordered & 0xFFFFFFFF) if not ordered & 0x80000000 else ordered & 0x7FFFFFFF
+    value = float(np.array([bits], np.uint32).view(np.float32)[0])
+    return value, index
+
+
+def argmax_grid_stride(out, bits, key=None):
+    """``out[0]`` = the index of the largest value (lowest index on ties); int64 output."""
+    if key is None:
+        key = cuda.device_array(1, np.uint64)
+    zero_first[1, 1](key)
+    argmax_persistent[persistent_blocks(bits.size), THREADS](bits, key)
+    _, index = decode_argmax(key.copy_to_host()[0])
+    out[0] = index
+
+
+# --- sums: float32, float64 accumulation, Kahan -----------------------------------------------
+
+
+@cuda.jit(device=True)
+def block_sum_f64(v):
+    partial = cuda.shared.array(WARPS, float64)
+    lane, warp = cuda.threadIdx.x % 32, cuda.threadIdx.x // 32
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(FULL_MASK, v, offset)
+        offset //= 2
+    if lane == 0:
+        partial[warp] = v
+    cuda.syncthreads()
+    total = float64(0)
+    if warp == 0:
+        total = partial[lane] if lane < WARPS else float64(0)
+        offset = 16
+        while offset > 0:
+            total += cuda.shfl_down_sync(FULL_MASK, total, offset)
+            offset //= 2
+    return total
+
+
+@cuda.jit
+def sum_f32(x, out):
+    """Float32 accumulation in each thread (the block and the atomic in float64, so the
+    comparison isolates the long per-thread sums)."""
+    acc = float32(0)
+    i = cuda.grid(1)
+    while i < x.size:
+        acc += x[i]
+        i += cuda.gridsize(1)
+    total = block_sum_f64(float64(acc))
+    if cuda.threadIdx.x == 0:
+        cuda.atomic.add(out, 0, total)
+
+
+@cuda.jit
+def sum_f64_accumulate(x, out):
+    """Each float32 element is added into a float64 accumulator."""
+    acc = float64(0)
+    i = cuda.grid(1)
+    while i < x.size:
+        acc += float64(x[i])
+        i += cuda.gridsize(1)
+    total = block_sum_f64(acc)
+    if cuda.threadIdx.x == 0:
+        cuda.atomic.add(out, 0, total)
+
+
+@cuda.jit
+def sum_kahan(x, out):
+    """Kahan's compensated summation in float32: the rounding error of each addition is kept in
+    ``c`` and subtracted from the next term."""
+    s = float32(0)
+    c = float32(0)
+    i = cuda.grid(1)
+    while i < x.size:
+        y = x[i] - c
+        t = s + y
+        c = (t - s) - y  # what the addition lost (exact in float32 when |s| >= |y|)
+        s = t
+        i += cuda.gridsize(1)
+    total = block_sum_f64(float64(s) - float64(c))
+    if cuda.threadIdx.x == 0:
+        cuda.atomic.add(out, 0, total)
+
+
+def sum_launcher(kernel):
+    def launch(out, x):
+        zero_first[1, 1](out)
+        kernel[persistent_blocks(x.size), THREADS](x, out)
+    return launch
+
+
+# ================================================================================================
+# Scans
+
+
+@cuda.jit(device=True)
+def warp_inclusive_scan(v, lane):
+    offset = 1
+    while offset < 32:
+        up = cuda.shfl_up_sync(FULL_MASK, v, offset)
+        if lane >= offset:
+            v += up
+        offset *= 2
+    return v
+
+
+@cuda.jit(device=True)
+def block_exclusive_scan(v, totals):
+    """Exclusive scan of one value per thread over the block; returns (exclusive, block total).
+
+    ``totals`` is a shared float32 array of TOTALS = WARPS + 1 elements (the caller's, so that two scans in
+    one kernel do not share it). Two barriers; a third protects ``totals`` from the next use.
+    """
+    lane, warp = cuda.threadIdx.x % 32, cuda.threadIdx.x // 32
+    inclusive = warp_inclusive_scan(v, lane)
+    if lane == 31:
+        totals[warp] = inclusive
+    cuda.syncthreads()
+    if warp == 0:
+        t = totals[lane] if lane < WARPS else float32(0)
+        t = warp_inclusive_scan(t, lane)
+        if lane < WARPS:
+            totals[lane] = t
+    cuda.syncthreads()
+    before = totals[warp - 1] if warp > 0 else float32(0)
+    block_total = totals[WARPS - 1]
+    cuda.syncthreads()  # every thread has read totals before anyone reuses it
+    return before + inclusive - v, block_total
+
+
+@cuda.jit(device=True, inline="always")
+def load_items(x, first, vals):
+    """vals[k] = x[first + k] for the thread's ITEMS elements (0 past the end): 16-byte loads
+    when all ITEMS are inside (``first`` is a multiple of ITEMS, so they are aligned)."""
+    if first + ITEMS <= x.size:
+        for k in range(0, ITEMS, 4):
+            vals[k], vals[k + 1], vals[k + 2], vals[k + 3] = load4(x, first + k)
+    else:
+        for k in range(ITEMS):
+            vals[k] = x[first + k] if first + k < x.size else float32(0)
+
+
+@cuda.jit(device=True, inline="always")
+def store_items(out, first, vals, carry):
+    """out[first + k] = carry + vals[k] for the elements inside the array (16-byte stores)."""
+    if first + ITEMS <= out.size:
+        for k in range(0, ITEMS, 4):
+            store4(out, first + k, carry + vals[k], carry + vals[k + 1], carry + vals[k + 2], carry + vals[k + 3])
+    else:
+        for k in range(ITEMS):
+            if first + k < out.size:
+                out[first + k] = carry + vals[k]
+
+
+@cuda.jit(device=True, inline="always")
+def scan_items(vals):
+    """Inclusive scan of the thread's own ITEMS values, in place; returns their total."""
+    s = float32(0)
+    for k in range(ITEMS):
+        s += vals[k]
+        vals[k] = s
+    return s
+
+
+@cuda.jit(device=True)
+def scan_tile(x, out, tile, carry, totals):
+    """Scan tile ``tile`` of x into out, adding ``carry``; each thread owns ITEMS consecutive
+    elements. Returns the tile's total (every thread)."""
+    first = tile * TILE + cuda.threadIdx.x * ITEMS
+    vals = cuda.local.array(ITEMS, float32)
+    load_items(x, first, vals)
+    s = scan_items(vals)  # a serial scan of the thread's own elements
+    before, total = block_exclusive_scan(s, totals)
+    store_items(out, first, vals, carry + before)
+    return total
+
+
+@cuda.jit(device=True)
+def tile_total(x, tile, totals):
+    first = tile * TILE + cuda.threadIdx.x * ITEMS
+    vals = cuda.local.array(ITEMS, float32)
+    load_items(x, first, vals)
+    s = float32(0)
+    for k in range(ITEMS):
+        s += vals[k]
+    _, total = block_exclusive_scan(s, totals)
+    return total
+
+
+@cuda.jit
+def scan_reduce_tiles(x, tile_sums):
+    """Three-kernel scan, kernel 1: the total of each tile."""
+    totals = cuda.shared.array(TOTALS, float32)
+    total = tile_total(x, cuda.blockIdx.x, totals)
+    if cuda.threadIdx.x == 0:
+        tile_sums[cuda.blockIdx.x] = total
+
+
+@cuda.jit
+def scan_tile_sums(tile_sums, tile_offsets):
+    """Three-kernel scan, kernel 2 (one block): exclusive scan of the tiles' totals."""
+    totals = cuda.shared.array(TOTALS, float32)
+    carry = float32(0)
+    start = 0
+    while start < tile_sums.size:
+        i = start + cuda.threadIdx.x
+        v = tile_sums[i] if i < tile_sums.size else float32(0)
+        before, total = block_exclusive_scan(v, totals)
+        if i < tile_sums.size:
+            tile_offsets[i] = carry + before
+        carry += total
+        start += THREADS
+
+
+@cuda.jit
+def scan_add_offsets(x, out, tile_offsets):
+    """Three-kernel scan, kernel 3: scan each tile again, starting from its offset."""
+    totals = cuda.shared.array(TOTALS, float32)
+    scan_tile(x, out, cuda.blockIdx.x, tile_offsets[cuda.blockIdx.x], totals)
+
+
+def scan_three_kernels(out, x, scratch=None):
+    tiles = -(-x.size // TILE)
+    if scratch is None:
+        scratch = (cuda.device_array(tiles, np.float32), cuda.device_array(tiles, np.float32))
+    sums, offsets = scratch
+    scan_reduce_tiles[tiles, THREADS](x, sums)
+    scan_tile_sums[1, THREADS](sums, offsets)
+    scan_add_offsets[tiles, THREADS](x, out, offsets)
+
+
+@cuda.jit(device=True)
+def look_back_warp(tile, flags, aggregates, prefixes):
+    """Warp 0 of the block: the sum of every element before tile ``tile`` (valid in lane 0).
+
+    32 predecessors per round: lane ``j`` watches tile ``window - j``. The round waits until all
+    32 have published something, then sums, from the nearest one, the aggregates up to and
+    including the nearest inclusive prefix. Reads go around L1: ``ldcv`` for the flags (polled),
+    ``ldcg`` for the values, after a fence that orders them behind the flags.
+    """
+    lane = cuda.threadIdx.x % 32
+    exclusive = float32(0)
+    window = tile - 1
+    while True:
+        j = window - lane
+        f = int32(FLAG_PREFIX)  # before the first tile: a prefix of 0
+        if j >= 0:
+            f = cuda.ldcv(flags, j)
+        while not cuda.all_sync(FULL_MASK, f != FLAG_NONE):  # the whole warp waits together
+            if f == FLAG_NONE:
+                f = cuda.ldcv(flags, j)
+        cuda.threadfence()  # the values below are read after the flags that announced them
+        v = float32(0)
+        if j >= 0:
+            v = cuda.ldcg(prefixes, j) if f == FLAG_PREFIX else cuda.ldcg(aggregates, j)
+        has_prefix = cuda.ballot_sync(FULL_MASK, f == FLAG_PREFIX)
+        if has_prefix != 0:
+            nearest = cuda.ffs(has_prefix) - 1  # lowest lane = nearest tile with a prefix
+            if lane > nearest:
+                v = float32(0)
+        offset = 16
+        while offset > 0:
+            v += cuda.shfl_down_sync(FULL_MASK, v, offset)
+            offset //= 2
+        exclusive += v
+        if has_prefix != 0:
+            return exclusive
+        window -= 32
+
+
+@cuda.jit
+def scan_single_pass(x, out, ticket, flags, aggregates, prefixes):
+    """Single-pass scan with decoupled look-back. ``ticket`` (int32[1]) and ``flags`` (int32,
+    one per tile) start at 0; ``aggregates``/``prefixes`` (float32, one per tile) need no
+    initialisation."""
+    totals = cuda.shared.array(TOTALS, float32)
+    shared = cuda.shared.array(2, float32)
+    tile_id = cuda.shared.array(1, int32)
+    t = cuda.threadIdx.x
+    if t == 0:
+        tile_id[0] = cuda.atomic.add(ticket, 0, 1)  # tiles numbered in the order blocks start
+    cuda.syncthreads()
+    tile = tile_id[0]
+    first = tile * TILE + t * ITEMS
+    vals = cuda.local.array(ITEMS, float32)
+    load_items(x, first, vals)
+    s = scan_items(vals)
+    before, total = block_exclusive_scan(s, totals)
+    if t < 32:
+        exclusive = float32(0)
+        if tile == 0:
+            if t == 0:
+                prefixes[0] = total
+                cuda.threadfence()  # the value is visible before the flag that announces it
+                cuda.atomic.exch(flags, 0, FLAG_PREFIX)
+        else:
+            if t == 0:
+                aggregates[tile] = total
+                cuda.threadfence()
+                cuda.atomic.exch(flags, tile, FLAG_AGGREGATE)
+            exclusive = look_back_warp(tile, flags, aggregates, prefixes)
+            if t == 0:
+                prefixes[tile] = exclusive + total
+                cuda.threadfence()
+                cuda.atomic.exch(flags, tile, FLAG_PREFIX)
+        if t == 0:
+            shared[0] = exclusive
+    cuda.syncthreads()
+    store_items(out, first, vals, shared[0] + before)
+
+
+def scan_single_pass_launch(out, x, scratch=None):
+    tiles = -(-x.size // TILE)
+    if scratch is None:
+        scratch = single_pass_scratch(tiles)
+    ticket, flags, aggregates, prefixes = scratch
+    _zero_int32[max(1, -(-(tiles + 1) // 256)), 256](ticket, flags)
+    scan_single_pass[tiles, THREADS](x, out, ticket, flags, aggregates, prefixes)
+
+
+@cuda.jit
+def _zero_int32(ticket, flags):
+    i = cuda.grid(1)
+    if i == 0:
+        ticket[0] = 0
+    if i < flags.size:
+        flags[i] = 0
+
+
+def single_pass_scratch(tiles):
+    """Device scratch for the single-pass scan: ticket, flags, aggregates, prefixes. The values
+    are poisoned (a NaN pattern), so reading one before it is published shows in the result."""
+    from .check import poisoned
+
+    return (cuda.device_array(1, np.int32), cuda.device_array(tiles, np.int32),
+            poisoned(tiles, np.float32), poisoned(tiles, np.float32))

@@ -1,0 +1,319 @@
+"""Blocks that run at the same time, in an adversarial order: the schedules a look-back must survive.
+
+Numba's simulator runs the blocks of a grid one after the other, in index order. A kernel in which
+blocks wait for each other (a single-pass scan whose blocks look back at their predecessors'
+published partials) then never meets the situations a GPU produces: a predecessor that has not
+started, one that has published its own total but not yet its inclusive prefix, or a block that
+reads a partial in the instant between its flag and its value being written.
+
+``block_schedule(order, seed=..., resident=...)`` changes that for the launches that follow (or,
+used with ``with``, inside the block only):
+
+``"in order"``
+    Numba's behaviour: one block after the other, index order (the default).
+``"reverse"``
+    One block after the other, last index first: a kernel that assumes block ``b - 1`` started
+    before block ``b`` waits forever, and is reported (:class:`GridStall`) as soon as it polls
+    through a scheduling point (below).
+``"interleaved"``
+    Up to ``resident`` blocks run at once (all of them by default), started in a shuffled order
+    (``seed``), and they take turns at every *scheduling point*: a global-memory atomic, a
+    ``cuda.threadfence()``, a volatile read (``cuda.ldcv``), and the moment just after an atomic
+    that changed memory (a *publication*). At each point the running block hands over to another
+    block waiting at one, chosen at random (``seed``). So right after a block publishes a flag,
+    another block may read it before the publisher's next instruction; and a block that reads a
+    value, then a flag, may find the flag set in between. Everything a block does between two
+    scheduling points still runs freely (Python threads).
+
+Blocks whose threads spin on a flag that nobody will ever set keep passing scheduling points
+without anything changing in memory; after ``stall_limit`` such points in a row the launch stops
+with :class:`GridStall`, naming the blocks and the kernel line they spin on. A block that spins
+with plain loads (no scheduling point) cannot be seen; ``settings.hang_timeout_s`` then applies.
+
+Memory stays sequentially consistent (Python threads): a missing ``cuda.threadfence()`` is not
+detectable here; the course's checks look for it in the kernel's source instead.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+
+from .errors import KernelLabSimulatorError
+from .frames import format_site, user_frame
+
+ORDERS = ("in order", "reverse", "interleaved")
+
+
+class GridStall(KernelLabSimulatorError):
+    """Blocks wait for each other forever (on a GPU the kernel would hang)."""
+
+
+class _Schedule:
+    def __init__(self):
+        self.order = "in order"
+        self.seed = 0
+        self.resident = None
+        self.stall_limit = 20000
+
+
+schedule = _Schedule()
+
+
+class block_schedule:
+    """Choose how the simulator runs the blocks of a grid (see the module's docstring).
+
+    ``ksim.block_schedule("interleaved", seed=3)`` for good, or ``with ksim.block_schedule(...):``
+    for the launches inside the block. ``resident`` limits how many blocks run at once
+    (interleaved only; ``None``: all of them).
+    """
+
+    def __init__(self, order="in order", *, seed=0, resident=None):
+        if order not in ORDERS:
+            raise ValueError(f"block_schedule: order must be one of {', '.join(map(repr, ORDERS))}, got {order!r}")
+        if resident is not None and (not isinstance(resident, int) or resident < 1):
+            raise ValueError(f"block_schedule: resident must be a whole number >= 1 or None, got {resident!r}")
+        self._previous = (schedule.order, schedule.seed, schedule.resident)
+        schedule.order, schedule.seed, schedule.resident = order, int(seed), resident
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        schedule.order, schedule.seed, schedule.resident = self._previous
+        return False
+
+    def __repr__(self):
+        return f"block_schedule({schedule.order!r}, seed={schedule.seed}, resident={schedule.resident})"
+
+
+def block_order(grid_points, order, seed):
+    """The order in which blocks start (a list of grid points)."""
+    points = list(grid_points)
+    if order == "reverse":
+        return points[::-1]
+    if order == "interleaved":
+        random.Random(seed).shuffle(points)
+    return points
+
+
+class GridBaton:
+    """Which block may pass its next scheduling point (interleaved schedules only)."""
+
+    def __init__(self, seed, stall_limit):
+        self.cond = threading.Condition()
+        self.rng = random.Random(seed)
+        self.holder = None  # the block (runner) that may pass scheduling points now
+        self.waiting = {}  # runner -> number of its threads waiting at a scheduling point
+        self.live = []  # runners that have started and not finished
+        self.stall_limit = stall_limit
+        self.quiet_points = 0  # scheduling points passed since memory last changed
+        self.stall = None
+        self.spin_sites = {}
+        self.deferred = {}  # runner -> points other blocks pass before it may run again
+
+    # --- blocks come and go -----------------------------------------------------------------
+    def started(self, runner):
+        with self.cond:
+            self.live.append(runner)
+            if self.holder is None:
+                self.holder = runner
+            self.cond.notify_all()
+
+    def finished(self, runner):
+        with self.cond:
+            if runner in self.live:
+                self.live.remove(runner)
+            self.waiting.pop(runner, None)
+            self.deferred.pop(runner, None)
+            self.quiet_points = 0
+            if self.holder is runner:
+                self._hand_over(runner)
+            self.cond.notify_all()
+
+    def progress(self, runner=None):
+        """Memory changed (an atomic wrote): blocks that spin may now see something new.
+
+        The block that wrote (published) is then held back until the other blocks have passed a
+        few scheduling points: whatever it writes next, they may look before it does.
+        """
+        with self.cond:
+            self.quiet_points = 0
+            if runner is not None and len(self.live) > 1:
+                self.deferred[runner] = 2 * len(self.live)
+
+    # --- scheduling points ------------------------------------------------------------------
+    def point(self, runner, what, defer=False):
+        """Called by a thread of ``runner`` at a scheduling point: hand over, wait for our turn.
+
+        ``defer`` (a volatile read of a flag) holds the block back the longest: the other blocks
+        run ahead, so what it read before this point is as old as it can be.
+        """
+        with self.cond:
+            if self.stall is not None:
+                raise self.stall
+            self.quiet_points += 1
+            for other in list(self.deferred):
+                if other is not runner:
+                    self.deferred[other] -= 1
+                    if self.deferred[other] <= 0:
+                        del self.deferred[other]
+            frame = user_frame(sys._getframe(2))
+            if frame is not None:
+                self.spin_sites[runner] = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, what)
+            if self.quiet_points > self.stall_limit:
+                self.stall = GridStall(self._describe_stall())
+                self.cond.notify_all()
+                raise self.stall
+            if defer and len(self.live) > 1:
+                self.deferred[runner] = 2 * len(self.live)
+            self.waiting[runner] = self.waiting.get(runner, 0) + 1
+            try:
+                if self.holder is runner or self.holder is None:
+                    self._hand_over(runner)
+                self.cond.notify_all()
+                while self.holder is not runner and self.holder is not None:
+                    if self.stall is not None:
+                        raise self.stall
+                    if runner.aborted:
+                        return
+                    if not self.cond.wait(2.0):
+                        # Nobody handed the baton over for 2 s: its holder spins without
+                        # scheduling points, or waits on something only we can give. Take it.
+                        self.holder = runner
+                self.holder = runner
+            finally:
+                self.waiting[runner] -= 1
+                if not self.waiting[runner]:
+                    del self.waiting[runner]
+
+    def _hand_over(self, runner):
+        """Give the baton to another block waiting at a scheduling point, chosen at random (seeded),
+        preferring blocks that have not just published; keep it if nobody else waits."""
+        others = sorted((r for r in self.waiting if r is not runner and self.waiting[r] > 0),
+                        key=lambda r: r.block_number)  # a deterministic list for the seeded choice
+        fresh = [r for r in others if r not in self.deferred]
+        if fresh:
+            self.holder = self.rng.choice(fresh)
+        elif others and (runner in self.deferred or runner not in self.live):
+            self.holder = self.rng.choice(others)
+        elif runner in self.live:
+            self.holder = runner
+        else:
+            self.holder = self.live[0] if self.live else None
+
+    def _describe_stall(self):
+        lines = [f"the blocks of this grid wait for each other forever: {self.stall_limit} scheduling points "
+                 "passed without any block writing to memory or finishing; on a GPU this kernel would hang."]
+        for runner in sorted(self.live, key=lambda r: r.block_number):
+            site = self.spin_sites.get(runner)
+            where = f" at {format_site(site[:3])} ({site[3]})" if site else ""
+            lines.append(f"  - block {runner.blockIdx.x} (started {runner.start_rank + 1}.){where}")
+        lines.append(
+            "Hint: a block that waits for another block's result must be sure that block has started. "
+            "Blocks start in no guaranteed order, and only as many as fit on the GPU run at once: "
+            "a block that waits for `blockIdx.x - 1` can wait for a block that cannot start until it "
+            "finishes. Number the blocks in the order they start instead (a ticket: "
+            "`cuda.atomic.add(counter, 0, 1)` by one thread, shared with the block), and make every "
+            "wait end once the predecessor has published.")
+        return "\n".join(lines)
+
+
+# The baton of the launch running now (one simulated launch at a time, as in Numba's simulator).
+_current = {"baton": None}
+
+
+def current_baton():
+    return _current["baton"]
+
+
+def scheduling_point(what, defer=False):
+    """Called from the patched atomics, fences and volatile reads of a simulated kernel."""
+    baton = _current["baton"]
+    if baton is None:
+        return
+    runner = getattr(threading.current_thread(), "runner", None)
+    if runner is None:
+        return
+    baton.point(runner, what, defer)
+
+
+def run_grid(blocks, run_one):
+    """Run the deferred blocks of one launch with the current schedule.
+
+    ``blocks`` is a list of (runner, grid_point, args); ``run_one(runner, grid_point, args)`` runs
+    one block to its end (raising its error). Returns after every block has finished, re-raising
+    the first error in start order.
+    """
+    order = schedule.order
+    starts = block_order(range(len(blocks)), order, schedule.seed)
+    for rank, index in enumerate(starts):
+        blocks[index][0].start_rank = rank
+        blocks[index][0].block_number = index
+    baton = GridBaton(schedule.seed, schedule.stall_limit)
+    _current["baton"] = baton
+    # "reverse": one block at a time (a stall is still reported); "interleaved": many at once.
+    resident = 1 if order == "reverse" else (schedule.resident or len(blocks))
+    errors = {}
+    slots = threading.Semaphore(resident)
+    drivers = []
+
+    def drive(index):
+        runner, grid_point, args = blocks[index]
+        try:
+            run_one(runner, grid_point, args, on_start=baton.started)
+        except BaseException as exc:  # noqa: BLE001 - reported below, in start order
+            errors[index] = exc
+            with baton.cond:
+                if baton.stall is None and not isinstance(exc, GridStall):
+                    baton.stall = exc  # stop the other blocks too
+                baton.cond.notify_all()
+        finally:
+            baton.finished(runner)
+            slots.release()
+
+    try:
+        for index in starts:
+            slots.acquire()
+            if baton.stall is not None:
+                slots.release()
+                break
+            driver = threading.Thread(target=drive, args=(index,), daemon=True)
+            drivers.append(driver)
+            driver.start()
+        for driver in drivers:
+            driver.join()
+    finally:
+        _current["baton"] = None
+    if errors:
+        stalls = [e for e in errors.values() if isinstance(e, GridStall)]
+        first = next((errors[i] for i in starts if i in errors and not isinstance(errors[i], GridStall)), None)
+        raise (first if first is not None else stalls[0])
+
+
+def fence(name, original):
+    """``cuda.threadfence()`` and friends: a scheduling point (what the fence orders is already
+    ordered here: memory is sequentially consistent)."""
+
+    def threadfence(self):
+        scheduling_point(f"cuda.{name}()")
+        if original is not None:
+            return original(self)
+        return None
+
+    threadfence.__name__ = name
+    return threadfence
+
+
+def cache_hinted_load(name):
+    """``cuda.ldcg(array, i)`` etc.: a plain read; ``ldcv`` (volatile, for polling a flag) is also
+    a scheduling point."""
+
+    def load(array, i):
+        if name == "ldcv":
+            scheduling_point("cuda.ldcv (a volatile read)", defer=True)
+        return array[i]
+
+    load.__name__ = name
+    return load
