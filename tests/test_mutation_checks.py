@@ -158,7 +158,8 @@ MUTANTS = [
     M("column sums", "column-sums", "out[col] = acc", "out[col] = np.float16(acc)", "float16 store"),
     M("column sums", "column-sums", "kl.blocks_for(a.shape[1], COLUMN_THREADS)", "a.shape[1] // COLUMN_THREADS",
       "grid rounded down"),
-    M("column sums", "column-sums", "kl.blocks_for(a.shape[1], COLUMN_THREADS)", "kl.blocks_for(a.shape[0], COLUMN_THREADS)",
+    M("column sums", "column-sums", "kl.blocks_for(a.shape[1], COLUMN_THREADS)",
+      "kl.blocks_for(a.shape[0], COLUMN_THREADS)",
       "grid over the rows"),
     # ---- 01.2: strided copy
     M("strided copy", "strided-copy", "if i < out.size:", "if i <= out.size:", "bound <="),
@@ -171,9 +172,11 @@ MUTANTS = [
     M("scale columns", "scale-columns", "col = i % out.shape[1]", "col = i % out.shape[0]", "col from shape[0]"),
     M("scale columns", "scale-columns", "if i < out.size:", "if i < out.size - 1:", "bound n - 1"),
     M("scale columns", "scale-columns", "if i < out.size:", "if i <= out.size:", "bound <="),
-    M("scale columns", "scale-columns", "= x[row, col] * w[col]\n", "= x[row, col] * w[col - 1]\n", "neighbour's weight"),
+    M("scale columns", "scale-columns", "= x[row, col] * w[col]\n", "= x[row, col] * w[col - 1]\n",
+      "neighbour's weight"),
     # ---- 01.2: copies, 4 and 16 bytes per load
-    M("copy", "l2-sweep", "    if i < src.size:\n        dst[i] = src[i]", "    if i <= src.size:\n        dst[i] = src[i]",
+    M("copy", "l2-sweep", "    if i < src.size:\n        dst[i] = src[i]",
+      "    if i <= src.size:\n        dst[i] = src[i]",
       "bound <="),
     M("copy", "l2-sweep", "    if i < src.size:\n        dst[i] = src[i]", "    if True:\n        dst[i] = src[i]",
       "no bounds check"),
@@ -181,7 +184,8 @@ MUTANTS = [
       "    if i < src.size - 1:\n        dst[i] = src[i]", "bound n - 1"),
     M("copy", "vector-copy", "copy[kl.blocks_for(s.size, THREADS), THREADS](s, d)",
       "copy[s.size // THREADS, THREADS](s, d)", "grid rounded down"),
-    M("copy_vec4", "vector-copy", "i = 4 * cuda.grid(1)", "i = 4 * cuda.threadIdx.x", "vec4: index without block offset"),
+    M("copy_vec4", "vector-copy", "i = 4 * cuda.grid(1)", "i = 4 * cuda.threadIdx.x",
+      "vec4: index without block offset"),
     M("copy_vec4", "vector-copy", "copy_vec4[kl.blocks_for(src.size, 4 * THREADS), THREADS]",
       "copy_vec4[src.size // (4 * THREADS), THREADS]", "vec4: grid rounded down"),
     M("copy_vec4", "vector-copy", "copy_vec4[kl.blocks_for(src.size, 4 * THREADS), THREADS]",
@@ -203,14 +207,17 @@ MUTANTS = [
       "if row + j < a.shape[0] - 1 and col < a.shape[1]:\n            out[row + j, col]", "row bound n - 1"),
     M("copy_tiled", "design-code", "grid = (kl.blocks_for(a.shape[1], TILE), kl.blocks_for(a.shape[0], TILE))",
       "grid = (a.shape[1] // TILE, a.shape[0] // TILE)", "grid rounded down"),
-    M("copy_tiled", "design-code", "    for j in range(0, TILE, ROWS):\n        if row + j < a.shape[0] and col < a.shape[1]:\n"
-      "            out[row + j, col]", "    for j in range(0, TILE - ROWS, ROWS):\n        if row + j < a.shape[0] and "
-      "col < a.shape[1]:\n            out[row + j, col]", "one pass of rows short"),
+    M("copy_tiled", "design-code",
+      "    for j in range(0, TILE, ROWS):\n        if row + j < a.shape[0] and col < a.shape[1]:\n"
+      "            out[row + j,",
+      "    for j in range(0, TILE - ROWS, ROWS):\n        if row + j < a.shape[0] and col < a.shape[1]:\n"
+      "            out[row + j,", "one pass of rows short"),
     # ---- 01.3: the tiled transpose
     M("tiled transpose", "tiled", "    cuda.syncthreads()  # 2.", "    pass  # 2.", "no barrier"),
     M("tiled transpose", "tiled", "out[row + j, col] = tile[tx, ty + j]", "out[row + j, col] = tile[ty + j, tx]",
       "tile not transposed"),
-    M("tiled transpose", "tiled", "col, row = by * TILE + tx, bx * TILE + ty", "col, row = bx * TILE + tx, by * TILE + ty",
+    M("tiled transpose", "tiled", "col, row = by * TILE + tx, bx * TILE + ty",
+      "col, row = bx * TILE + tx, by * TILE + ty",
       "block indices not swapped"),
     M("tiled transpose", "tiled", "if row + j < out.shape[0] and col < out.shape[1]:",
       "if row + j <= out.shape[0] and col < out.shape[1]:", "write bound <="),
@@ -218,7 +225,8 @@ MUTANTS = [
       "no column bound on the read"),
     M("tiled transpose", "tiled", "for j in range(0, TILE, ROWS):  # 1.", "for j in range(0, TILE - ROWS, ROWS):  # 1.",
       "a quarter of the tile not loaded"),
-    M("tiled transpose", "tiled", "col, row = by * TILE + tx, bx * TILE + ty", "col, row = by * TILE + ty, bx * TILE + tx",
+    M("tiled transpose", "tiled", "col, row = by * TILE + tx, bx * TILE + ty",
+      "col, row = by * TILE + ty, bx * TILE + tx",
       "thread indices swapped"),
     # ---- 01.3: the fast transpose
     M("fast transpose", "fast-code", "interior = (bx + 1) * TILE_32 <= n_cols", "interior = bx * TILE_32 <= n_cols",
@@ -273,7 +281,8 @@ MUTANTS = [
     M("warp scan", "warp-34", "if lane >= offset:", "if lane > offset:", "guard > for >="),
     M("warp scan", "warp-34", "while offset < WARP:\n        up", "while offset < WARP // 2:\n        up",
       "last step missing"),
-    M("warp scan", "warp-34", "up = cuda.shfl_up_sync(FULL_MASK, v, offset)", "up = cuda.shfl_down_sync(FULL_MASK, v, offset)",
+    M("warp scan", "warp-34", "up = cuda.shfl_up_sync(FULL_MASK, v, offset)",
+      "up = cuda.shfl_down_sync(FULL_MASK, v, offset)",
       "shfl_down for shfl_up"),
     M("warp scan", "warp-34", "offset *= 2\n    return v", "offset *= 4\n    return v", "offsets 1, 4, 16"),
     M("warp scan", "warp-34", "if lane >= offset:  # lanes below offset got their own value back\n            v += up",
@@ -297,7 +306,8 @@ MUTANTS = [
       "round_up(smem_per_block,", "no reserved shared memory"),
     M("occupancy calculator", "occupancy-07", "warps_per_quarter * limits.sub_partitions // warps_per_block",
       "warps_per_quarter // warps_per_block", "one quarter of the register file"),
-    M("saxpy_1, saxpy_4", "occupancy-14", "out[i + stride] = a * x1 + y1", "out[i + 1] = a * x1 + y1", "store at i + 1"),
+    M("saxpy_1, saxpy_4", "occupancy-14", "out[i + stride] = a * x1 + y1", "out[i + 1] = a * x1 + y1",
+      "store at i + 1"),
     M("saxpy_1, saxpy_4", "occupancy-14", "out[i + 2 * stride] = a * x2 + y2",
       "out[i + 2 * stride] = np.float16(a * x2 + y2)", "float16 store"),
     M("saxpy_1, saxpy_4", "occupancy-14", "i += 4 * stride", "i += 5 * stride", "wrong stride"),
@@ -362,8 +372,8 @@ def program_sources(program: str, mutant: Mutant | None = None) -> list[tuple[st
         if mutant is not None and mutant.cell == cell:
             count = source.count(mutant.old)
             if count != 1:
-                raise MutantDoesNotApply(f"mutant {mutant.id!r}: {mutant.old!r} occurs {count} times in cell {cell!r} "
-                                  f"of {notebook}, not once: update the mutant to the notebook's code")
+                raise MutantDoesNotApply(f"mutant {mutant.id!r}: {mutant.old!r} occurs {count} times in cell "
+                                         f"{cell!r} of {notebook}, not once: update the mutant to the notebook")
             source = source.replace(mutant.old, mutant.new)
         out.append((cell, _definitions(source) if mode == "defs" else source))
     if mutant is not None and mutant.cell not in [p.partition(":")[0] for p in parts if not p.startswith("=")]:
@@ -428,6 +438,18 @@ def test_mutants_are_distinct_and_apply():
         program_sources(m.program, m)
 
 
+# Programs made of a notebook's cells as they are pass wherever the notebook passes (nbval runs it);
+# those with a statement of the test's own must be seen to pass too, or their mutants prove nothing.
+OWN_STATEMENTS = [name for name, (_, parts) in PROGRAMS.items() if any(p.startswith("=") for p in parts)]
+
+
+@pytest.mark.parametrize("program", OWN_STATEMENTS)
+def test_program_passes_unmutated(program):
+    with judging():
+        error = run_program(program)
+    assert error is None, f"the unmutated program fails, so its mutants prove nothing: {error!r}"
+
+
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.id)
 def test_mutant_is_caught(mutant):
     with judging():
@@ -465,7 +487,8 @@ def main() -> int:
                   + (f"  [{type(error).__name__}: {str(error).splitlines()[0][:100]}]" if kind == "crashed" else ""),
                   flush=True)
     scored = len(results["caught"]) + len(results["survived"]) + len(results["crashed"])
-    print(f"\n{len(results['caught'])} of {scored} mutants caught ({100 * len(results['caught']) / max(scored, 1):.0f}%), "
+    caught = len(results["caught"])
+    print(f"\n{caught} of {scored} mutants caught ({100 * caught / max(scored, 1):.0f}%), "
           f"{len(results['survived'])} survived, {len(results['crashed'])} crashed, "
           f"{len(results['not applicable'])} not applicable; {time.perf_counter() - start:.0f} s")
     for m, _ in results["survived"]:

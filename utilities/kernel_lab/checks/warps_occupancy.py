@@ -410,10 +410,10 @@ def check_compaction(launch, *, name: str = "compaction", keep_warp_order: bool 
     ``launch(out, count, x)``: ``x`` is float32 (about 45% positive, 10% zeros of either sign, which
     are not positive); ``out`` has ``x.size`` elements holding poison; ``count`` is a one-element
     int32 array holding 0. After the launch ``count[0]`` must be the number of positive values and
-    ``out[:count[0]]`` must hold exactly those values, bit for bit (a copy is exact). Which warp gets which part of ``out`` depends on the order of the
-    atomics, so the order across warps is free. With ``keep_warp_order`` (the ballot version) the
-    values of one warp (input elements ``32w`` to ``32w + 31``) must sit side by side in input
-    order.
+    ``out[:count[0]]`` must hold exactly those values, bit for bit (a copy is exact). Which warp
+    gets which part of ``out`` depends on the order of the atomics, so the order across warps is
+    free. With ``keep_warp_order`` (the ballot version) the values of one warp (input elements
+    ``32w`` to ``32w + 31``) must sit side by side in input order.
     """
     from numba import cuda
 
