@@ -289,7 +289,7 @@ def test_transpose_with_tiles_not_transposed_inside_is_named():
 
 
 def test_transpose_with_a_copy_kernel_is_named():
-    with pytest.raises(kl.CheckFailed, match=r"(?s)elements are wrong.*copies instead of transposing"):
+    with pytest.raises(kl.CheckFailed, match=r"(?s)^transpose: on a square matrix.*copies instead of transposing.*elements are wrong"):
         checks.check_transpose(_launch_tiled(copy_not_transpose, over_output=True), tile=TILE)
 
 
@@ -301,3 +301,124 @@ def test_grid_stride_stub_says_not_done_without_a_loop_hint():
     with pytest.raises(kl.CheckFailed, match="not done yet") as info:
         checks.check_grid_stride(_launcher(stub))
     assert "skipped" not in str(info.value) and "each thread did one element" not in str(info.value)
+
+
+# ---- column sums (notebook 01) --------------------------------------------------------------------
+
+@cuda.jit
+def column_sums_right(a, out):
+    col = cuda.grid(1)
+    if col < a.shape[1]:
+        acc = float32(0)
+        for row in range(a.shape[0]):
+            acc += a[row, col]
+        out[col] = acc
+
+
+@cuda.jit
+def column_sums_no_block_offset(a, out):
+    col = cuda.threadIdx.x  # the mistake: every block sums the same columns
+    if col < a.shape[1]:
+        acc = float32(0)
+        for row in range(a.shape[0]):
+            acc += a[row, col]
+        out[col] = acc
+
+
+def _columns(kernel):
+    return lambda out, a: kernel[kl.blocks_for(a.shape[1], 256), 256](a, out)
+
+
+def test_column_sums_passes_a_right_kernel(capsys):
+    out = passes(checks.check_column_sums, _columns(column_sums_right), capsys)
+    assert out == "column sums: correct for all 5 sizes (1x1, one row, one column, non-square, large)\n"
+
+
+def test_column_sums_without_the_block_offset_fails_on_the_large_shape():
+    with pytest.raises(kl.CheckFailed, match=r"(?s)size large.*every block writes the same 256 elements"):
+        checks.check_column_sums(_columns(column_sums_no_block_offset))
+
+
+# ---- copies (notebooks 02 and 03) -----------------------------------------------------------------
+
+@cuda.jit
+def copy_right(src, dst):
+    i = cuda.grid(1)
+    if i < src.size:
+        dst[i] = src[i]
+
+
+@cuda.jit
+def copy_one_short(src, dst):
+    i = cuda.grid(1)
+    if i < src.size - 1:
+        dst[i] = src[i]
+
+
+@cuda.jit
+def copy_four_right(src, dst):
+    i = 4 * cuda.grid(1)
+    for k in range(i, min(i + 4, src.size)):
+        dst[k] = src[k]
+
+
+@cuda.jit
+def copy_four_whole_groups_only(src, dst):
+    i = 4 * cuda.grid(1)
+    if i + 3 < src.size:  # the mistake: the partial group at the end is never copied
+        for k in range(4):
+            dst[i + k] = src[i + k]
+
+
+def test_copy_passes_right_kernels(capsys):
+    passes(checks.check_copy, lambda out, src: copy_right[kl.blocks_for(src.size, 128), 128](src, out), capsys,
+           block=128)
+    out = passes(checks.check_copy, lambda out, src: copy_four_right[kl.blocks_for(src.size, 4 * 128), 128](src, out),
+                 capsys, block=128, per_thread=4, name="copy x4")
+    assert out == "copy x4: correct for all 5 sizes (1, block-1, block+1, 3 blocks+7, large)\n"
+
+
+def test_copy_with_a_grid_rounded_down_fails():
+    with pytest.raises(kl.CheckFailed, match="grid is too small|grid of 0 blocks"):
+        checks.check_copy(lambda out, src: copy_right[src.size // 128, 128](src, out), block=128)
+
+
+def test_copy_one_short_fails():
+    with pytest.raises(kl.CheckFailed, match="Only the last element was never written"):
+        checks.check_copy(lambda out, src: copy_one_short[kl.blocks_for(src.size, 128), 128](src, out), block=128)
+
+
+def test_copy_of_whole_groups_only_fails_on_a_partial_group():
+    with pytest.raises(kl.CheckFailed, match="never written"):
+        checks.check_copy(lambda out, src: copy_four_whole_groups_only[kl.blocks_for(src.size, 4 * 128), 128](src, out),
+                          block=128, per_thread=4)
+
+
+def test_copy_cases_straddle_blocks_and_leave_partial_groups():
+    assert checks.copy_cases(256, large=1100) == [("1", 1), ("block-1", 255), ("block+1", 257), ("3 blocks+7", 775),
+                                                  ("large", 1100)]
+    groups = checks.copy_cases(256, per_thread=4, large=1100)
+    assert [-(-n // 4) for _, n in groups] == [1, 255, 257, 775, 1100] and all(n % 4 for _, n in groups)
+    assert [n for _, n in checks.copy_cases(256, per_thread=2, any_length=False, large=1100)] == [2, 510, 514, 1550,
+                                                                                                 2200]
+
+
+@cuda.jit
+def copy_2d_rounded_down_grid_safe(a, out):
+    col = cuda.blockIdx.x * TILE + cuda.threadIdx.x
+    row = cuda.blockIdx.y * TILE + cuda.threadIdx.y
+    for j in range(0, TILE, ROWS):
+        if row + j < a.shape[0] and col < a.shape[1]:
+            out[row + j, col] = a[row + j, col]
+
+
+def test_tiled_copy_passes_a_right_kernel_and_names_a_grid_rounded_down(capsys):
+    right = lambda out, a: copy_2d_rounded_down_grid_safe[grid_2d(a.shape, TILE, TILE), (TILE, ROWS)](a, out)  # noqa: E731
+    out = passes(checks.check_tiled_copy, right, capsys, tile=TILE, name="copy_tiled")
+    assert out == "copy_tiled: correct for all 5 sizes (1x1, tile-1 x tile+1, square, non-square, large)\n"
+
+    def rounded_down(out, a):
+        copy_2d_rounded_down_grid_safe[(max(1, a.shape[1] // TILE), max(1, a.shape[0] // TILE)), (TILE, ROWS)](a, out)
+
+    with pytest.raises(kl.CheckFailed, match=r"(?s)never written.*grid is too small"):
+        checks.check_tiled_copy(rounded_down, tile=TILE)

@@ -220,6 +220,8 @@ def make_compaction(kind="right"):
         keep = i < x.size and x[i] > 0
         if kind == "keeps negatives":
             keep = i < x.size and x[i] < 0
+        if kind == "keeps zeros":
+            keep = i < x.size and x[i] >= 0
         if kind == "stub":
             return
         if kind == "atomic per element":
@@ -238,7 +240,10 @@ def make_compaction(kind="right"):
                 rank = 0
             elif kind == "reversed":
                 rank = n_kept - 1 - rank
-            out[base + rank] = x[i]
+            if kind == "stores float16":
+                out[base + rank] = np.float16(x[i])
+            else:
+                out[base + rank] = x[i]
 
     return lambda out, count, x: compact[kl.blocks_for(x.size, THREADS), THREADS](x, out, count)
 
@@ -279,6 +284,27 @@ def test_compaction_names_kept_negative_values():
 
 
 @needs_warp
+def test_compaction_names_kept_zeros():  # x >= 0 for x > 0: the inputs hold zeros of both signs
+    message = _fails(wo.check_compaction, make_compaction("keeps zeros"), sizes=SIZES)
+    assert "non-positive values were kept" in message and "not `>=`" in message
+
+
+@needs_warp
+def test_compaction_compares_the_kept_values_bit_for_bit():
+    message = _fails(wo.check_compaction, make_compaction("stores float16"), sizes=SIZES)
+    assert "are not positive elements of x" in message and "narrower type" in message
+
+
+def test_compaction_inputs_hold_zeros_and_values_float16_cannot_hold():
+    x = wo._compaction_input(2000, 0.45, 0.1, np.random.default_rng(0))
+    assert np.count_nonzero(x == 0) > 100 and np.signbit(x[x == 0]).any() and not np.signbit(x[x == 0]).all()
+    positive = x[x > 0]
+    assert np.count_nonzero(positive.astype(np.float16).astype(np.float32) != positive) > 0.9 * positive.size
+    keys = np.floor(np.abs(x[x != 0])).astype(int)
+    assert len(set(keys)) == keys.size  # every value names its element
+
+
+@needs_warp
 def test_compaction_stub_is_not_done_yet():
     message = _fails(wo.check_compaction, make_compaction("stub"), sizes=SIZES)
     assert message.startswith("compaction: the exercise is not done yet")
@@ -287,6 +313,44 @@ def test_compaction_stub_is_not_done_yet():
 def test_compaction_without_warp_functions_passes_when_order_is_free(capsys):
     wo.check_compaction(make_compaction("atomic per element"), keep_warp_order=False, sizes=SIZES)
     assert "correct for all 2 sizes" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------
+# Row sums: a warp per row
+
+def make_row_sums(kind="right"):
+    @cuda.jit
+    def row_sums(x, out):
+        row = cuda.grid(1) // WARP
+        if kind == "no block offset":
+            row = cuda.threadIdx.x // WARP  # the mistake: only the first block's warps have rows
+        lane = cuda.threadIdx.x % WARP
+        if row < x.shape[0]:
+            acc = np.float32(0)
+            j = lane
+            while j < x.shape[1]:
+                acc += x[row, j]
+                j += WARP
+            offset = 16
+            while offset > 0:
+                acc += cuda.shfl_down_sync(FULL, acc, offset)
+                offset //= 2
+            if lane == 0:
+                out[row] = acc
+
+    return lambda out, x: row_sums[kl.blocks_for(x.shape[0] * WARP, THREADS), THREADS](x, out)
+
+
+@needs_warp
+def test_row_sums_accepts_a_warp_per_row(capsys):
+    wo.check_row_sums(make_row_sums(), row=64, block=THREADS)
+    assert capsys.readouterr().out == "row sums: correct for all 3 sizes (1 row, 5 rows, many rows)\n"
+
+
+@needs_warp
+def test_row_sums_has_more_rows_than_a_block_has_warps():
+    message = _fails(wo.check_row_sums, make_row_sums("no block offset"), row=64, block=THREADS)
+    assert "sizes that fail: 5 rows, many rows" in message and "never written" in message
 
 
 # ---------------------------------------------------------------------------------------------

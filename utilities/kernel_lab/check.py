@@ -12,6 +12,10 @@ How a check works
 4. On success one deterministic line is printed (notebook tests compare it). On failure
    :class:`CheckFailed` says how many elements are wrong, where the first ones are, expected vs got,
    how many were never written, and a hint when the pattern of errors is a classic mistake.
+   Unwritten elements are read across all sizes of a :func:`check_kernel` run (:func:`coverage_hint`):
+   a grid that is too small is only blamed when every size's unwritten tail is the one a rounded-down
+   grid leaves; the same first W elements at every size, or only the last element, name the index
+   or the bound instead.
 
 Tolerances
 ----------
@@ -43,6 +47,7 @@ outputs and too strict for a single element produced by cancellation: give it th
 
 from __future__ import annotations
 
+import contextlib
 import math
 import secrets
 
@@ -61,6 +66,38 @@ UNIT_ROUNDOFF = {
     "fp8_e5m2": 2.0**-3,
 }
 EXACT_FORMATS = {"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "bool"}
+
+
+class CheckSettings:
+    """Switches of the checks (one shared instance, ``kernel_lab.check.settings``).
+
+    ``first_failure_only`` (default False): a check stops at the first size that fails and skips
+    the extra runs that name the mistake. It fails exactly when it would have failed anyway, with a
+    shorter report. The mutation test (tests/test_mutation_checks.py) uses it to run a hundred
+    wrong kernels through the simulator in minutes; a learner wants the full report.
+    """
+
+    def __init__(self):
+        self.first_failure_only = False
+
+
+settings = CheckSettings()
+
+
+@contextlib.contextmanager
+def first_failure_only():
+    """``with first_failure_only():`` checks stop at their first failure (see :class:`CheckSettings`)."""
+    previous = settings.first_failure_only
+    settings.first_failure_only = True
+    try:
+        yield
+    finally:
+        settings.first_failure_only = previous
+
+
+RACE_HINT = ("the kernel has a race: threads read shared memory before the threads that write it are done "
+             "(a missing `cuda.syncthreads()`), or several threads write the same element; or it reads memory "
+             "that nothing wrote (shared-memory elements outside the part of a tile that was loaded).")
 
 
 class CheckFailed(AssertionError):
@@ -196,8 +233,145 @@ def _index(flat: int, shape) -> str:
     return "[" + ", ".join(str(int(i)) for i in idx) + "]"
 
 
-def _hints(got, ref, wrong, unwritten, guard_written, shape) -> list[str]:
-    """Recognise classic mistakes from the pattern of errors."""
+# What the unwritten elements say. A grid that is too small (blocks rounded down) leaves a tail:
+# the written part is a leading box of the output (1D: a prefix) that ends at a multiple of the
+# block size, and everything in it is right. Other mistakes leave tails too (an index without the
+# block offset, a bound one short, a tile written to the wrong place), so the grid is only blamed
+# when the tails fit a rounded-down grid; check_kernel looks at every size at once, which tells
+# them apart far better than one size can.
+
+class _Coverage:
+    """Which part of one result was written: enough to compare sizes (no arrays kept)."""
+
+    def __init__(self, unwritten: np.ndarray, wrong: np.ndarray):
+        self.shape = unwritten.shape
+        self.n_unwritten = int(unwritten.sum())
+        self.clean = not (wrong & ~unwritten).any()  # every written element is right
+        self.box = _written_box(unwritten)
+
+    @property
+    def tails(self):
+        return None if self.box is None else tuple(n - w for n, w in zip(self.shape, self.box))
+
+
+def _written_box(unwritten: np.ndarray):
+    """The extents (w0, w1, ...) if exactly the elements [0:w0, 0:w1, ...] were written, else None."""
+    written = ~unwritten
+    if written.ndim == 0:
+        return None
+    if not written.any():
+        return (0,) * written.ndim
+    extents = []
+    for axis in range(written.ndim):
+        others = tuple(a for a in range(written.ndim) if a != axis)
+        extents.append(int(np.flatnonzero(written.any(axis=others) if others else written)[-1]) + 1)
+    box = np.zeros_like(written)
+    box[tuple(slice(0, w) for w in extents)] = True
+    return tuple(extents) if np.array_equal(box, written) else None
+
+
+def _block_candidate(extents: list[int]) -> int:
+    """The largest block size a rounded-down grid with these written extents could have had (0:
+    none): their greatest common divisor (one size alone allows a block as large as what it wrote)."""
+    positive = [w for w in extents if w > 0]
+    return math.gcd(*positive) if positive else 0
+
+
+_AXIS_NAMES = {0: ("row", "y"), 1: ("column", "x")}
+
+
+def _grid_text(cov: _Coverage) -> str:
+    tails = cov.tails
+    if len(tails) == 1:
+        return (f"The last {tails[0]} element(s) were never written, and the written part ends at a multiple "
+                "of the block size: the grid is too small (its number of blocks was rounded down). Launch "
+                "enough blocks to cover every element, rounding up: `blocks = (n + threads - 1) // threads` "
+                "(`kl.blocks_for(n, threads)`).")
+    parts = [f"the last {t} {_AXIS_NAMES[a][0]}(s)" for a, t in enumerate(tails[:2]) if t]
+    directions = " and ".join(f"the {_AXIS_NAMES[a][0]} direction ({_AXIS_NAMES[a][1]})"
+                              for a, t in enumerate(tails[:2]) if t)
+    return (f"{' and '.join(parts).capitalize()} were never written, ending at a multiple of the block size: "
+            f"the grid is too small in {directions}. Round the number of blocks up. Or x and y are swapped: "
+            "with `col, row = cuda.grid(2)` the launch grid lists the columns first, "
+            "`(blocks_x for columns, blocks_y for rows)`.")
+
+
+def coverage_hint(coverages: list[_Coverage], primary: _Coverage | None = None, *,
+                  changed_between_runs: bool = False) -> str | None:
+    """A sentence on the unwritten elements of the failing sizes taken together, or None.
+
+    Names a grid that is too small only when every size fits one (a written leading box, all of it
+    right, ending at a multiple of one block size); otherwise names the pattern: the last element
+    only (a bound one short), the same first W elements at every size (an index without the block
+    offset), or a tail that no grid explains. ``primary`` is the size the message shows (default:
+    the first); ``changed_between_runs``: some size gave different results in two runs, which no
+    grid explains either.
+    """
+    with_tail = [c for c in coverages if c.n_unwritten and c.box is not None]
+    if not with_tail or len(with_tail) != len([c for c in coverages if c.n_unwritten]):
+        return None  # some size has unwritten elements scattered through it: the per-size hint says so
+    if primary is None or primary.box is None or not primary.n_unwritten:
+        primary = with_tail[0]
+    ndim = len(primary.shape)
+    boxes_clean = all(c.clean for c in coverages) and not changed_between_runs
+    grid_fits = boxes_clean and len({len(c.shape) for c in with_tail}) == 1
+    if grid_fits:
+        # A rounded-down grid writes floor(n / b) * b along each axis: every tail is shorter than the
+        # block, and a size that got nothing had fewer elements than a block along some axis.
+        # (An axis written to its end says nothing about the block along it: it is left out.)
+        some = [c for c in with_tail if c.n_unwritten < int(np.prod(c.shape))]
+        blocks = [_block_candidate([c.box[axis] for c in some if c.tails[axis]]) for axis in range(ndim)]
+        if not some or not any(blocks):
+            grid_fits = False
+        elif any(c.tails[axis] >= blocks[axis] for c in some for axis in range(ndim) if c.tails[axis]):
+            grid_fits = False
+        elif any(all(n >= b for n, b in zip(c.shape, blocks) if b) for c in with_tail if c not in some):
+            grid_fits = False
+    one_short = ndim == 1 and all(c.tails == (1,) for c in with_tail)
+    if one_short and boxes_clean and (len(with_tail) > 1 or not grid_fits):
+        return ("Only the last element was never written" + (" at every failing size" if len(with_tail) > 1 else "")
+                + ": a bounds check that stops one short, such as `if i < n - 1:` or a `range` that ends at "
+                "n - 1. The last element has index n - 1, so the test is `if i < n:` (`i < out.size`).")
+    if one_short and boxes_clean:  # one size, one element: either mistake fits
+        return ("Only the last element was never written: a bounds check that stops one short (`if i < n - 1:`; "
+                "the test is `if i < n:`), or, if n - 1 is a multiple of the block size, a grid rounded down "
+                "(launch `(n + threads - 1) // threads` blocks).")
+    if grid_fits:
+        return _grid_text(primary)
+    if ndim == 1 and boxes_clean:
+        some = [c for c in with_tail if c.box[0] > 0]
+        written = sorted({c.box[0] for c in some})
+        sizes = [c.shape[0] for c in some]
+        if len(written) == 1 and (len(some) > 1 or sizes[0] >= 2 * written[0]):
+            w = written[0]
+            where = f"at every failing size ({', '.join(str(n) for n in sizes)} elements)" if len(sizes) > 1 \
+                else f"of {sizes[0]}"
+            return (f"Only the first {w} elements were written {where}: what the threads cover does not grow "
+                    "with n, as it would with a grid that is merely too small. When the launch covers n, every "
+                    f"block writes the same {w} elements: the index is `cuda.threadIdx.x` (the thread's place in "
+                    "its block) where `cuda.grid(1)` (its place in the whole grid, blockIdx.x * blockDim.x + "
+                    "threadIdx.x) is needed.")
+    tails = primary.tails
+    what = (f"the last {tails[0]} element(s)" if ndim == 1 else
+            " and ".join(f"the last {t} {_AXIS_NAMES[a][0]}(s)" for a, t in enumerate(tails[:2]) if t))
+    if changed_between_runs:
+        why = "and at another size two runs gave different results"
+    elif not boxes_clean:
+        why = "and some of the elements that were written are wrong"
+    else:
+        why = "but the written part does not end at a multiple of one block size at every size"
+    where = "its index (in 2D: are rows and columns, y and x, the right way round?)" if ndim > 1 else "its index"
+    return (f"{what[0].upper() + what[1:]} were never written, {why}: not what a grid that is too small "
+            f"does (it stops at a multiple of the block, and what it writes is right). Look at where each thread "
+            f"writes: {where}, and the bounds check.")
+
+
+def _hints(got, ref, wrong, unwritten, guard_written, shape, coverage=None) -> list[str]:
+    """Recognise classic mistakes from the pattern of errors.
+
+    ``coverage`` is check_kernel's sentence on the unwritten elements of all its sizes taken
+    together (:func:`coverage_hint`); without it, this size alone is judged.
+    """
     hints = []
     n = wrong.size
     n_unwritten = int(unwritten.sum())
@@ -210,23 +384,11 @@ def _hints(got, ref, wrong, unwritten, guard_written, shape) -> list[str]:
                      "index lies beyond the array did not skip their work. Add a bounds check such as "
                      "`if i < out.size:` (2D: `if row < out.shape[0] and col < out.shape[1]:`).")
     if n_unwritten:
-        flat_unwritten = np.flatnonzero(unwritten)
-        if flat_unwritten[0] == n - n_unwritten:  # all unwritten elements form the tail
-            hints.append(f"The last {n_unwritten} element(s) were never written: the grid is too small. "
-                         "Launch enough blocks to cover every element, rounding up: "
-                         "`blocks = (n + threads - 1) // threads`.")
-        elif len(shape) == 2:
-            rows = np.flatnonzero(unwritten.all(axis=1))
-            cols = np.flatnonzero(unwritten.all(axis=0))
-            swapped = (" Or x and y are swapped: with `col, row = cuda.grid(2)` the launch grid lists the "
-                       "columns first, `(blocks_x for columns, blocks_y for rows)`.")
-            if len(rows) and rows[-1] == shape[0] - 1 and len(rows) == rows[-1] - rows[0] + 1:
-                hints.append(f"The last {len(rows)} row(s) were never written: the grid is too small in the "
-                             "row direction (y). Round the number of blocks up." + swapped)
-            if len(cols) and cols[-1] == shape[1] - 1 and len(cols) == cols[-1] - cols[0] + 1:
-                hints.append(f"The last {len(cols)} column(s) were never written: the grid is too small in the "
-                             "column direction (x). Round the number of blocks up." + swapped)
-        if not hints:
+        if coverage is None:
+            coverage = coverage_hint([_Coverage(unwritten, wrong)])
+        if coverage is not None:
+            hints.append(coverage)
+        else:
             hints.append(f"{n_unwritten} element(s) scattered through the output were never written: check "
                          "which thread is responsible for each element (index arithmetic, grid-stride loop "
                          "step, or a condition that skips too much).")
@@ -238,6 +400,16 @@ def _hints(got, ref, wrong, unwritten, guard_written, shape) -> list[str]:
             hints.append(f"The kernel computed {int(produced_nan.sum())} NaN or infinite value(s) (first at "
                          f"{first}): a division by zero, an overflow, or a read of memory nothing wrote "
                          "(uninitialised shared memory, a missing barrier).")
+    wrote_zeros = False
+    if written.any() and got.dtype.kind in "fciub":
+        with np.errstate(invalid="ignore"):
+            zeros = got[written] == 0
+        wrong_zeros = int((zeros & wrong[written]).sum())
+        if zeros.all() and wrong_zeros:
+            wrote_zeros = True
+            hints.append(f"Every element the kernel wrote is 0 ({wrong_zeros} of them should not be): it stored "
+                         "zeros, not the result. Is the result computed into a variable that is never stored, "
+                         "stored from the wrong variable, or does an integer division or a cast round it to 0?")
     if len(shape) == 2 and not n_unwritten:
         with np.errstate(invalid="ignore"):
             g = got.astype(np.float64)
@@ -246,20 +418,38 @@ def _hints(got, ref, wrong, unwritten, guard_written, shape) -> list[str]:
         elif np.allclose(g.reshape(shape[::-1]).T, ref, rtol=1e-3, atol=1e-6 * (np.abs(ref).max() + 1)):
             hints.append("The output holds the right values in column-major order: the flat index was "
                          "computed as `col * n_rows + row` instead of `row * n_cols + col`.")
-    if not n_unwritten and wrong.all() and got.size > 1 and got.dtype.kind in "fc":
+    if not wrote_zeros and not n_unwritten and wrong.all() and got.size > 1 and got.dtype.kind in "fc":
         g, r = got.astype(np.float64).ravel(), ref.ravel()
         denom = float(r @ r)
         if denom > 0:
             c = float(g @ r) / denom
-            if abs(c - 1) > 1e-3 and np.allclose(g, c * r, rtol=1e-3, atol=1e-6 * np.abs(r).max()):
+            if abs(c - 1) > 1e-3 and c != 0 and np.allclose(g, c * r, rtol=1e-3, atol=1e-6 * np.abs(r).max()):
                 hints.append(f"Every element is off by the same factor ({c:.4g}): a missing or extra scale "
                              "(alpha, 1/n, a square root ...).")
     return hints
 
 
-def _compare(name: str, got: np.ndarray, ref: np.ndarray, *, fmt: str, k: int, rtol, atol,
-             magnitude=None, guard_written: int = 0, context: str = "", seed=None) -> None:
-    """Raise CheckFailed with a full explanation if ``got`` does not match ``ref``.
+class _Mismatch:
+    """A result that does not match its reference, with what it takes to explain it."""
+
+    def __init__(self, header, lines, hint_args, seed):
+        self.header, self.lines, self.hint_args, self.seed = header, lines, hint_args, seed
+        unwritten, wrong = hint_args[3], hint_args[2]
+        self.coverage = _Coverage(unwritten, wrong)
+
+    def message(self, coverage: str | None = None) -> str:
+        """The explanation; ``coverage`` replaces this size's own reading of its unwritten elements."""
+        lines = [self.header] + self.lines
+        for hint in _hints(*self.hint_args, coverage=coverage):
+            lines.append("Hint: " + hint)
+        if self.seed is not None:
+            lines.append(f"(inputs drawn with seed={self.seed}; pass seed={self.seed} to reproduce)")
+        return "\n".join(lines)
+
+
+def _mismatch(name: str, got: np.ndarray, ref: np.ndarray, *, fmt: str, k: int, rtol, atol,
+              magnitude=None, guard_written: int = 0, context: str = "", seed=None) -> _Mismatch | None:
+    """None if ``got`` matches ``ref``, else a :class:`_Mismatch` that explains how.
 
     ``magnitude`` (same shape as ``ref``, or None) is the size of the terms behind each element;
     without it an element is judged against ``|ref|`` plus the result's root-mean-square.
@@ -298,14 +488,15 @@ def _compare(name: str, got: np.ndarray, ref: np.ndarray, *, fmt: str, k: int, r
             allowed = atol + rtol * weight
             wrong = ~(diff <= allowed) | unwritten  # NaN compares False, so NaN counts as wrong
     if not wrong.any() and not guard_written:
-        return
+        return None
     n_wrong, n = int(wrong.sum()), wrong.size
-    lines = [f"{name}{context}: {n_wrong} of {n} elements are wrong ({100 * n_wrong / max(n, 1):.3g}%)"]
+    header = f"{name}{context}: {n_wrong} of {n} elements are wrong ({100 * n_wrong / max(n, 1):.3g}%)"
     n_unwritten = int(unwritten.sum())
     if n_unwritten:
-        lines[0] += f", {n_unwritten} of them never written (still holding the poison value)"
+        header += f", {n_unwritten} of them never written (still holding the poison value)"
     if not n_wrong:
-        lines[0] = f"{name}{context}: every element is right, but the kernel wrote past the end of the output"
+        header = f"{name}{context}: every element is right, but the kernel wrote past the end of the output"
+    lines = []
     flat = np.flatnonzero(wrong.ravel())[:5]
     if len(flat):
         if exact:
@@ -329,12 +520,15 @@ def _compare(name: str, got: np.ndarray, ref: np.ndarray, *, fmt: str, k: int, r
             lines.append(f"norm-wise relative error of the written elements: {num / den:.2e}; allowed per "
                          f"element: {rtol:.2e} x {weight_s}"
                          + (f" + {atol:g}" if atol else "") + f" [format {fmt_name}, reduction length {k}]")
-    for hint in _hints(got, ref, wrong.reshape(got.shape), unwritten.reshape(got.shape), guard_written,
-                       got.shape):
-        lines.append("Hint: " + hint)
-    if seed is not None:
-        lines.append(f"(inputs drawn with seed={seed}; pass seed={seed} to reproduce)")
-    raise CheckFailed("\n".join(lines))
+    hint_args = (got, ref, wrong.reshape(got.shape), unwritten.reshape(got.shape), guard_written, got.shape)
+    return _Mismatch(header, lines, hint_args, seed)
+
+
+def _compare(name: str, got: np.ndarray, ref: np.ndarray, **kwargs) -> None:
+    """Raise CheckFailed with a full explanation if ``got`` does not match ``ref`` (see _mismatch)."""
+    mismatch = _mismatch(name, got, ref, **kwargs)
+    if mismatch is not None:
+        raise CheckFailed(mismatch.message())
 
 
 def _reference_dtype(a: np.ndarray):
@@ -466,8 +660,15 @@ def check_kernel(name: str, launch, reference, inputs, *, sizes, out_dtype=np.fl
     cases = _normalise_sizes(sizes)
     seed = secrets.randbits(32) if seed is None else seed
     rng = np.random.default_rng(seed)
-    failures = {}  # label -> (CheckFailed, is it a telling example?)
+    # label -> (a CheckFailed, or a _Mismatch to explain once every size is known; is it telling?)
+    failures = {}
+    coverages = []  # what was written, for each size whose result was compared and found wrong
+    changed_between_runs = False
+    ran = []
     for label, size in cases:
+        if failures and settings.first_failure_only:
+            break
+        ran.append(label)
         args = inputs(size, rng)
         if not isinstance(args, tuple):
             args = (args,)
@@ -501,26 +702,26 @@ def check_kernel(name: str, launch, reference, inputs, *, sizes, out_dtype=np.fl
                 first = _index(int(np.flatnonzero(changed.ravel())[0]), got.shape)
                 failures[label] = (CheckFailed(
                     f"{name} (size {label} = {size}): two runs on the same inputs gave different results in "
-                    f"{int(changed.sum())} element(s), the first at {first}.\nHint: the kernel has a race: threads "
-                    "read shared memory before the threads that write it are done (a missing "
-                    "`cuda.syncthreads()`), or several threads write the same element; or it reads memory "
-                    "that nothing wrote (shared-memory elements outside the part of a tile that was loaded)."),
-                    True)
+                    f"{int(changed.sum())} element(s), the first at {first}.\nHint: {RACE_HINT}"), True)
+                changed_between_runs = True
                 continue
         kk = k(size) if callable(k) else k
-        try:
-            _compare(name, got, expected, fmt=fmt if fmt is not None else out_dtype, k=kk, rtol=rtol,
-                     atol=atol, magnitude=mag, guard_written=guard_written,
-                     context=f" (size {label} = {size})", seed=seed)
-        except CheckFailed as exc:
+        mismatch = _mismatch(name, got, expected, fmt=fmt if fmt is not None else out_dtype, k=kk, rtol=rtol,
+                             atol=atol, magnitude=mag, guard_written=guard_written,
+                             context=f" (size {label} = {size})", seed=seed)
+        if mismatch is not None:
             extra = extra_hint(got, expected) if extra_hint is not None else None
-            if extra:
-                exc = CheckFailed(f"{exc}\nHint: {extra}")
+            coverages.append(mismatch.coverage)
             # Most telling: partly written and more than one element (a pattern to recognise).
-            failures[label] = (exc, got.size > 1 and not is_poison(got).all())
+            failures[label] = ((mismatch, extra), got.size > 1 and not is_poison(got).all())
     if failures:
         primary = next((e for e, partly in failures.values() if partly), next(iter(failures.values()))[0])
-        passed = [label for label, _ in cases if label not in failures]
+        if isinstance(primary, tuple):  # a mismatch: explain it with what every size says
+            mismatch, extra = primary
+            text = mismatch.message(coverage=coverage_hint(coverages, mismatch.coverage,
+                                                           changed_between_runs=changed_between_runs))
+            primary = CheckFailed(f"{text}\nHint: {extra}" if extra else text)
+        passed = [label for label in ran if label not in failures]
         summary = (f"sizes that fail: {', '.join(failures)}; sizes that pass: {', '.join(passed) or 'none'}")
         raise CheckFailed(f"{primary}\n{summary}") from None
     labels = ", ".join(label for label, _ in cases)

@@ -1,8 +1,9 @@
 """Checks for module 01, "The GPU in practice": indexing, memory access patterns, and the transpose.
 
-Notebook 01 (threads, blocks, grids) uses :func:`check_matrix_add` and :func:`check_grid_stride`;
-notebook 02 (the memory hierarchy) :func:`check_strided_copy` and :func:`check_scale_columns`;
-notebook 03 (transpose, shared memory, banks) :func:`check_transpose`.
+Notebook 01 (threads, blocks, grids) uses :func:`check_matrix_add`, :func:`check_column_sums` and
+:func:`check_grid_stride`; notebook 02 (the memory hierarchy) :func:`check_strided_copy`,
+:func:`check_copy` (4-, 8- and 16-byte copies) and :func:`check_scale_columns`; notebook 03
+(transpose, shared memory, banks) :func:`check_tiled_copy` and :func:`check_transpose`.
 
 Each function takes the learner's *launcher*, a plain Python function that allocates nothing and
 launches the kernel on the arrays it is given, for example::
@@ -24,8 +25,9 @@ A kernel that indexes outside an array stops earlier, under the simulator, with 
 own error (``OutOfBoundsAccess``), and a tiled kernel whose threads read shared memory before it
 is written stops with ``SharedMemoryRace``: both name the array, the thread and the line.
 
-All results are copies, sums or products of one or two numbers, so the tolerance is that of one
-float32 rounding (``k=1`` in ``kernel_lab.check.tolerance``); copies and transposes are exact.
+All results but the column sums are copies, sums or products of one or two numbers, so the
+tolerance is that of one float32 rounding (``k=1`` in ``kernel_lab.check.tolerance``); copies and
+transposes are exact. A column sum of ``rows`` terms has ``k = rows``.
 """
 
 from __future__ import annotations
@@ -35,12 +37,14 @@ import io
 
 import numpy as np
 
-from ..check import CheckFailed, check_kernel, is_poison, poisoned
+from ..check import RACE_HINT, CheckFailed, check_kernel, is_poison, poisoned
+from ..check import settings as check_settings
 from ..environment import gpu_info, on_simulator
+from ..sizes import adversarial_sizes
 from ..validate import require_callable, require_positive_int
 
-__all__ = ["check_matrix_add", "check_grid_stride", "check_strided_copy", "check_scale_columns",
-           "check_transpose"]
+__all__ = ["check_matrix_add", "check_grid_stride", "check_column_sums", "check_strided_copy",
+           "check_scale_columns", "check_copy", "check_tiled_copy", "check_transpose"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,6 +108,8 @@ def _run_2d(name, launch, reference, inputs, shapes, seed):
     try:
         check_kernel(name, launch, reference, inputs, sizes=shapes, seed=seed)
     except CheckFailed as failure:
+        if check_settings.first_failure_only:
+            raise
         square = [("square", (37, 37))]
         hint = _SWAP_HINT if _quietly_correct(name, launch, reference, inputs, square) else None
         raise _with_hint(failure, hint) from None
@@ -187,7 +193,34 @@ def check_grid_stride(launch, *, seed=None) -> None:
         check_kernel("grid-stride saxpy", launch, lambda a, x, y, blocks, threads: a * x + y,
                      _saxpy_inputs, sizes=grid_stride_cases(), seed=seed)
     except CheckFailed as failure:
+        if check_settings.first_failure_only:
+            raise
         raise _with_hint(failure, _grid_stride_hint(launch)) from None
+
+
+def _column_sums_inputs(shape, rng):
+    return (rng.uniform(-1.0, 2.0, shape).astype(np.float32),)
+
+
+def check_column_sums(launch, *, name: str = "column sums", seed=None) -> None:
+    """Check ``out[col] = a[0, col] + a[1, col] + ... + a[rows - 1, col]``: the sum of each column.
+
+    ``launch(out, a)`` launches the kernel; ``a`` has shape (rows, columns) and ``out`` one
+    element per column. Shapes: :func:`matrix_shapes` (1x1, one row, one column, non-square,
+    large); the large one has several blocks' worth of columns, so a kernel that ignores the
+    block index fails there. The tolerance follows the column length (``k = rows``).
+    """
+    require_callable(launch, "launch")
+    check_kernel(name, launch, lambda a: a.sum(axis=0), _column_sums_inputs, sizes=_wide_matrix_shapes(),
+                 k=lambda shape: shape[0], seed=seed)
+
+
+def _wide_matrix_shapes():
+    """:func:`matrix_shapes`, with a large shape of more columns than two blocks of 256 threads."""
+    shapes = dict(matrix_shapes())
+    if on_simulator():
+        shapes["large"] = (23, 600)
+    return list(shapes.items())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,6 +269,53 @@ def check_scale_columns(launch, *, name: str = "scale columns", seed=None) -> No
     _run_2d(name, launch, lambda x, w: x * w[None, :], _matrix_and_weights, matrix_shapes(), seed)
 
 
+def copy_cases(block: int, per_thread: int = 1, any_length: bool = True, large: int | None = None):
+    """(label, number of float32 elements) for a copy whose threads copy ``per_thread`` elements each.
+
+    The labels count *threads*, as :func:`kernel_lab.adversarial_sizes` does: 1, a block less one,
+    a block and one, three blocks and 7, and a large size. With ``any_length`` the element counts are
+    not multiples of ``per_thread`` (the last thread has a partial group: 1 to per_thread - 1
+    elements); without it they are whole groups, for kernels that only copy whole groups.
+    """
+    if large is None:
+        large = 1100 if on_simulator() else 1 << 22
+    cases = []
+    for label, threads in adversarial_sizes(block, large=large):
+        short = (threads % per_thread if threads % per_thread else per_thread - 1) if any_length else 0
+        cases.append((label, max(1, per_thread * threads - short)))
+    return cases
+
+
+def check_copy(launch, *, name: str = "copy", block: int = 256, per_thread: int = 1, any_length: bool = True,
+               seed=None) -> None:
+    """Check a copy of a float32 array: ``out[i] = src[i]`` for every ``i`` (exact).
+
+    ``launch(out, src)`` launches the kernel (or kernels) on two float32 device arrays of the same
+    length. The lengths (:func:`copy_cases`) straddle block boundaries for threads that copy
+    ``per_thread`` elements each (4 for 16-byte loads), and with ``any_length`` they leave a partial
+    group at the end. The output is poisoned and guarded: elements never written and writes past the
+    end are reported; under the simulator a read past the end of ``src`` stops with
+    ``OutOfBoundsAccess``.
+    """
+    require_callable(launch, "launch")
+    require_positive_int(per_thread, "per_thread")
+    check_kernel(name, launch, lambda src: src.copy(), lambda n, rng: rng.standard_normal(n, dtype=np.float32),
+                 sizes=copy_cases(block, per_thread, any_length), seed=seed)
+
+
+def check_tiled_copy(launch, tile: int = 32, *, name: str = "tiled copy", seed=None) -> None:
+    """Check a 2D copy done in ``tile`` x ``tile`` tiles: ``out[row, col] = a[row, col]`` (exact).
+
+    ``launch(out, a)`` launches the kernel on two float32 device arrays of shape (rows, columns).
+    Shapes: :func:`transpose_shapes` (1x1, partial tiles on every edge, square, non-square, large),
+    so that a grid rounded down, a missing or a loose bounds check, or tiles that miss rows fail.
+    """
+    require_callable(launch, "launch")
+    tile = require_positive_int(tile, "tile")
+    check_kernel(name, launch, lambda a: a.copy(), lambda shape, rng: rng.standard_normal(shape, dtype=np.float32),
+                 sizes=transpose_shapes(tile), seed=seed)
+
+
 # ---------------------------------------------------------------------------------------------
 # Notebook 03: transpose
 
@@ -245,6 +325,14 @@ def _tiles_not_transposed(a: np.ndarray, tile: int) -> np.ndarray:
     r, c = a.shape
     blocks = a.reshape(r // tile, tile, c // tile, tile)  # [I, i, J, j]
     return blocks.transpose(2, 1, 0, 3).reshape(c, r)  # out tile (J, I) = a tile (I, J), untransposed
+
+
+def _tiles_not_moved(a: np.ndarray, tile: int) -> np.ndarray:
+    """What a tiled transpose gives when each tile is transposed but written back to its own place
+    (the block indices not swapped for the output; square shape, a multiple of the tile)."""
+    r, c = a.shape
+    blocks = a.reshape(r // tile, tile, c // tile, tile)  # [I, i, J, j]
+    return blocks.transpose(0, 3, 2, 1).reshape(r, c)  # out tile (I, J) = a tile (I, J) transposed
 
 
 def _transpose_hint(launch, tile: int) -> str | None:
@@ -261,11 +349,28 @@ def _transpose_hint(launch, tile: int) -> str | None:
     if np.array_equal(got, _tiles_not_transposed(a, tile)):
         return ("every tile landed in its transposed place, but the elements inside each tile were "
                 "not transposed: when writing out, read the tile with its two indices swapped "
-                "(`tile[tx, ty + j]`, not `tile[ty + j, tx]`).")
+                "(`tile[tx, ty + j]`, not `tile[ty + j, tx]`). (Reading a tile the wrong way round also "
+                "reads the part of an edge tile that was never loaded, which is why results may differ "
+                "between runs.)")
+    if np.array_equal(got, _tiles_not_moved(a, tile)):
+        return ("every tile was transposed but written back to its own place: block (bx, by) must write "
+                "its tile to the transposed position in out, row bx * TILE and column by * TILE. Swap the "
+                "block indices for the write (`col = by * TILE + tx`, `row = bx * TILE + ty`). On shapes "
+                "that are not square this leaves parts of out unwritten, which looks like a grid that is "
+                "too small but is not.")
     if np.array_equal(got, a):
         return ("on a square matrix the output equals the input: the kernel copies instead of "
                 "transposing. Element a[row, col] must go to out[col, row].")
     return None
+
+
+def _lead_with(failure: CheckFailed, name: str, diagnosis: str | None) -> CheckFailed:
+    """The diagnosis first, then what the check saw (without its generic race hint, which the
+    diagnosis explains)."""
+    if diagnosis is None:
+        return failure
+    seen = [line for line in str(failure).splitlines() if line != f"Hint: {RACE_HINT}"]
+    return CheckFailed(f"{name}: {diagnosis}\nWhat the check saw:\n" + "\n".join(seen))
 
 
 def check_transpose(launch, tile: int = 32, *, name: str = "transpose", seed=None) -> None:
@@ -284,4 +389,6 @@ def check_transpose(launch, tile: int = 32, *, name: str = "transpose", seed=Non
         check_kernel(name, launch, lambda a: a.T, lambda shape, rng: rng.standard_normal(shape, dtype=np.float32),
                      sizes=transpose_shapes(tile), seed=seed)
     except CheckFailed as failure:
-        raise _with_hint(failure, _transpose_hint(launch, tile)) from None
+        if check_settings.first_failure_only:
+            raise
+        raise _lead_with(failure, name, _transpose_hint(launch, tile)) from None

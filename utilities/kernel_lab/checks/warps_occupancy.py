@@ -7,6 +7,7 @@ betrays a classic mistake, a second, small *probe* run with hand-picked inputs n
 
 * :func:`check_warp_sum` (a full-array sum built on a warp shuffle reduction) feeds one warp's
   lanes values 1, 8, 64, ... so that the result says exactly which lanes reached lane 0;
+* :func:`check_row_sums` sums each row of a matrix, with more rows than a block has warps;
 * :func:`check_warp_prefix_sum` compares a failed scan with the results of the usual mistakes
   (wrong shuffle direction, no lane guard, exclusive instead of inclusive, too few steps);
 * :func:`check_compaction` compares the *multiset* of kept values (the order across warps
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..check import CheckFailed, check_kernel, is_poison, poisoned_host
+from ..check import settings as check_settings
 from ..sizes import adversarial_sizes
 from ..validate import KernelLabArgumentError, require_callable
 
@@ -82,18 +84,21 @@ def check_warp_sum(launch, *, name: str = "warp sum", block: int = 256, sizes=No
                      out_dtype=np.float32, k=lambda n: max(int(n), 1), rerun=deterministic, seed=seed)
     except CheckFailed as failure:
         message = str(failure)
-        if "not done yet" in message:
+        if "not done yet" in message or check_settings.first_failure_only:
             raise
-        counts = _probe_lane_counts(launch)
-        diagnosis = _diagnose_lane_counts(counts) if counts is not None else None
+        diagnosis = _diagnose_own_value_doubled(_probe_lane_zero(launch))
+        if diagnosis is None:
+            counts = _probe_lane_counts(launch)
+            diagnosis = _diagnose_lane_counts(counts) if counts is not None else None
         if diagnosis is not None and diagnosis[0] == "not done":
             raise CheckFailed(f"{name}: the exercise is not done yet: {diagnosis[1]}") from None
         # check_kernel's "every element is off by the same factor" hint is meant for arrays; a sum
         # has one element, so the ratio says nothing there.
         lines = [ln for ln in message.splitlines() if not ln.startswith("Hint: Every element is off by")]
         if diagnosis is not None:
-            lines.append("Diagnosis (a probe with the values 1, 8, 64, ... in the first warp's 32 lanes and "
-                         "zeros elsewhere): " + diagnosis[1])
+            probe = diagnosis[2] if len(diagnosis) > 2 else ("a probe with the values 1, 8, 64, ... in the first "
+                                                              "warp's 32 lanes and zeros elsewhere")
+            lines.append(f"Diagnosis ({probe}): " + diagnosis[1])
         raise CheckFailed("\n".join(lines)) from None
 
 
@@ -117,6 +122,59 @@ def _probe_lane_counts(launch):
     except Exception:  # the probe only adds a diagnosis; the failure itself is already reported
         return None
     return counts
+
+
+def _run_probe(launch, x):
+    """out[0] after one launch on the float32 values x (None if it fails or is not finite)."""
+    from numba import cuda
+
+    try:
+        out = cuda.to_device(poisoned_host(1, np.float32))
+        launch(out, cuda.to_device(np.asarray(x, np.float32)))
+        cuda.synchronize()
+        value = float(out.copy_to_host()[0])
+    except Exception:  # the probe only adds a diagnosis; the failure itself is already reported
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _probe_lane_zero(launch):
+    """(sum with 1 in lane 0 only, sum with 1 in lanes 1-31 only), or None if unreadable."""
+    lane0 = np.zeros(WARP, np.float32)
+    lane0[0] = 1
+    others = np.ones(WARP, np.float32)
+    others[0] = 0
+    a, b = _run_probe(launch, lane0), _run_probe(launch, others)
+    return None if a is None or b is None else (a, b)
+
+
+def _diagnose_own_value_doubled(probe):
+    """Recognise `shfl_up_sync` in place of `shfl_down_sync`: lane 0, with no lane below it, gets its
+    own value back at every step and doubles it, and never sees the other lanes."""
+    if probe is None:
+        return None
+    lane0, others = probe
+    if others != 0 or lane0 < 2 or math.log2(lane0) != int(math.log2(lane0)):
+        return None
+    return ("hint", f"lane 0's result is its own value times {lane0:g} and holds nothing of lanes 1-31: "
+                    "lane 0 added its own value to itself at every step. That is "
+                    "what `cuda.shfl_up_sync` does: it reads from lane - offset, and lane 0, which has no lane "
+                    "below it, gets its own value back. A sum that ends in lane 0 must read from the lanes "
+                    "above: `cuda.shfl_down_sync(FULL_MASK, v, offset)` (an offset of 0 would do the same "
+                    "harm: it too returns each lane's own value).",
+            "a probe with the value 1 in lane 0 only, then 1 in lanes 1-31 only")
+
+
+def _lanes(lanes):
+    """'0-2, 5, 7-31' for a sorted list of lane numbers."""
+    runs, start = [], None
+    for j, lane in enumerate(lanes):
+        if start is None:
+            start = lane
+        if j + 1 == len(lanes) or lanes[j + 1] != lane + 1:
+            runs.append(str(start) if start == lane else f"{start}-{lane}")
+            start = None
+    return ", ".join(runs)
 
 
 def _steps(which, exponents):
@@ -156,9 +214,42 @@ def _diagnose_lane_counts(m):
         return ("hint", f"every lane is counted {m[0]} times: a step added the lane's own value again. A "
                         "shuffle whose source lies outside the warp (offset 32 or more, or offset 0) returns "
                         "the caller's own value; the offsets must be 16, 8, 4, 2, 1.")
-    listed = ", ".join(f"lane {j}: {c}" for j, c in enumerate(m) if c != 1)
-    return ("hint", f"lane 0's result counts these lanes a wrong number of times ({listed}); a warp sum "
-                    "counts each of the 32 lanes exactly once.")
+    by_count = {}
+    for j, c in enumerate(m):
+        if c != 1:
+            by_count.setdefault(c, []).append(j)
+    listed = "; ".join(f"lane{'s' if len(js) > 1 else ''} {_lanes(js)}: {c} time{'s' if c != 1 else ''}"
+                       for c, js in sorted(by_count.items()))
+    return ("hint", f"lane 0's result counts these lanes a wrong number of times ({listed}; the probe reads "
+                    "counts up to 7); a warp sum counts each of the 32 lanes exactly once.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Row sums (a warp, or a block, per row)
+
+def row_sum_cases(block: int = 256) -> list[tuple[str, int]]:
+    """(label, number of rows): one row, a few, and more rows than one block has warps (so that a
+    kernel that forgets the block index, with one warp per row, fails under the simulator too)."""
+    from ..environment import on_simulator
+
+    many = 2 * (block // WARP) + 3 if on_simulator() else 4099
+    return [("1 row", 1), ("5 rows", 5), ("many rows", many)]
+
+
+def check_row_sums(launch, *, name: str = "row sums", row: int = 256, block: int = 256, seed=None) -> None:
+    """Check ``out[r] = x[r, 0] + ... + x[r, row - 1]``, the sum of each row of a float32 matrix.
+
+    ``launch(out, x)`` launches the kernel; ``x`` has shape (rows, ``row``) with values in [-1, 2)
+    and ``out`` one element per row. Any mapping of threads to rows passes (a block per row, a warp
+    per row); the numbers of rows (:func:`row_sum_cases`) include more rows than a block of
+    ``block`` threads has warps. The tolerance follows the row length (``k = row``).
+    """
+    require_callable(launch, "launch")
+    if not isinstance(row, int) or row < 1:
+        raise KernelLabArgumentError(f"row (elements per row) must be a positive whole number, got {row!r}")
+    check_kernel(name, launch, lambda x: x.sum(axis=1),
+                 lambda rows, rng: (rng.uniform(-1.0, 2.0, (rows, row)).astype(np.float32),),
+                 sizes=row_sum_cases(block), k=row, seed=seed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,27 +377,43 @@ _GUARD = 64
 
 
 def _compaction_cases(sizes, block):
+    """(label, n, fraction of positive values, fraction of zeros) for each case."""
     if sizes is not None:
-        return [(label, n, 0.5) for label, n in _labelled(sizes, block)]
+        return [(label, n, 0.45, 0.1) for label, n in _labelled(sizes, block)]
     from ..environment import on_simulator
 
     # The host-side comparison is O(n) but not free: 4M elements (16K blocks) are plenty on a GPU.
     large = 1100 if on_simulator() else 1 << 22
-    cases = [(label, n, 0.5) for label, n in adversarial_sizes(block, large=large)]
-    return cases + [("all kept", 2 * block + 5, 1.0), ("none kept", 2 * block + 5, 0.0)]
+    cases = [(label, n, 0.45, 0.1) for label, n in adversarial_sizes(block, large=large)]
+    return cases + [("all kept", 2 * block + 5, 1.0, 0.0), ("none kept", 2 * block + 5, 0.0, 0.0)]
+
+
+def _compaction_input(n, positive, zeros, rng):
+    """float32 values, about `positive` of them > 0 and `zeros` of them +0.0 or -0.0 (the values a
+    `>=` in place of `>` keeps). The magnitudes are distinct and name their element: the integer part
+    of |x[i]| is a permutation of 1..n, and the fraction has bits float16 does not keep, so a value
+    stored in a narrower format is no longer a value of x."""
+    key = rng.permutation(n) + 1
+    magnitude = (key + rng.uniform(0.05, 0.95, n)).astype(np.float32)
+    u = rng.random(n)
+    sign = np.where(u < positive, 1.0, -1.0).astype(np.float32)
+    x = sign * magnitude
+    zero = (u >= positive) & (u < positive + zeros)
+    x[zero] = np.where(rng.random(int(zero.sum())) < 0.5, np.float32(0.0), np.float32(-0.0))
+    return x
 
 
 def check_compaction(launch, *, name: str = "compaction", keep_warp_order: bool = True, block: int = 256,
                      sizes=None, seed=None) -> None:
     """Check a stream compaction that keeps the positive values of ``x``.
 
-    ``launch(out, count, x)``: ``x`` is float32 (no zeros; about half positive); ``out`` has
-    ``x.size`` elements holding poison; ``count`` is a one-element int32 array holding 0. After the
-    launch ``count[0]`` must be the number of positive values and ``out[:count[0]]`` must hold
-    exactly those values. Which warp gets which part of ``out`` depends on the order of the
-    atomics, so the order across warps is free. With ``keep_warp_order`` (the ballot version) the
-    values of one warp (input elements ``32w`` to ``32w + 31``) must sit side by side in input
-    order.
+    ``launch(out, count, x)``: ``x`` is float32 (about 45% positive, 10% zeros of either sign, which
+    are not positive); ``out`` has ``x.size`` elements holding poison; ``count`` is a one-element
+    int32 array holding 0. After the launch ``count[0]`` must be the number of positive values and
+    ``out[:count[0]]`` must hold exactly those values, bit for bit (a copy is exact). Which warp
+    gets which part of ``out`` depends on the order of the atomics, so the order across warps is
+    free. With ``keep_warp_order`` (the ballot version) the values of one warp (input elements
+    ``32w`` to ``32w + 31``) must sit side by side in input order.
     """
     from numba import cuda
 
@@ -314,11 +421,12 @@ def check_compaction(launch, *, name: str = "compaction", keep_warp_order: bool 
     cases = _compaction_cases(sizes, block)
     seed = secrets.randbits(32) if seed is None else seed
     rng = np.random.default_rng(seed)
-    failures = {}
-    for label, n, fraction in cases:
-        magnitude = (rng.permutation(n) + 1).astype(np.float32)  # distinct and exact: the value names the element
-        sign = np.where(rng.random(n) < fraction, 1.0, -1.0).astype(np.float32)
-        x = sign * magnitude
+    failures, ran = {}, []
+    for label, n, positive, zeros in cases:
+        if failures and check_settings.first_failure_only:
+            break
+        ran.append(label)
+        x = _compaction_input(n, positive, zeros, rng)
         buffer = cuda.to_device(poisoned_host(n + _GUARD, np.float32))
         count = cuda.to_device(np.zeros(1, np.int32))
         try:
@@ -336,11 +444,11 @@ def check_compaction(launch, *, name: str = "compaction", keep_warp_order: bool 
             raise CheckFailed(f"{name}: the exercise is not done yet: your kernel wrote nothing (the counter is "
                               "still 0 and no value was written).")
         primary = next(text for text, kind in failures.values() if kind != "not done")
-        passed = [label for label, _, _ in cases if label not in failures]
+        passed = [label for label in ran if label not in failures]
         raise CheckFailed(f"{primary}\nsizes that fail: {', '.join(failures)}; sizes that pass: "
                           f"{', '.join(passed) or 'none'}\n(inputs drawn with seed={seed}; pass seed={seed} to "
                           "reproduce)")
-    labels = ", ".join(label for label, _, _ in cases)
+    labels = ", ".join(label for label, *_ in cases)
     print(f"{name}: correct for all {len(cases)} sizes ({labels})")
 
 
@@ -372,24 +480,39 @@ def _compaction_problem(x, got, guard, count, keep_warp_order):
             hints.append("the counter ends outside 0..n: is it zeroed, and incremented only by atomics?")
     limit = min(max(count, 0), n)
     slots, slot_unwritten = got[:limit], unwritten[:limit]
-    written = slots[~slot_unwritten].astype(np.float64)
-    # Every value of x is +-(1..n), distinct: a value names its element, so lookups are O(n).
+    written = slots[~slot_unwritten]
+    # The integer part of |x[i]| is a permutation of 1..n (see _compaction_input): a value names its
+    # element, so the lookups are O(n); a value counts only if it is that element's value bit for bit.
+    key_of = np.zeros(n, np.int64)
+    key_of[:] = np.floor(np.abs(x.astype(np.float64)))
+    value_of_key = np.zeros(n + 1, np.float32)
     is_kept = np.zeros(n + 1, bool)
-    is_kept[x[kept_index].astype(np.int64)] = True
-    whole = np.isfinite(written) & (written == np.round(written)) & (written >= 1) & (written <= n)
-    known = np.zeros(written.shape, bool)
-    known[whole] = is_kept[written[whole].astype(np.int64)]
+    named = key_of >= 1  # zeros name no element
+    value_of_key[key_of[named]] = x[named]
+    is_kept[key_of[kept_index]] = True
+    with np.errstate(invalid="ignore", over="ignore"):
+        key = np.floor(np.abs(written.astype(np.float64)))
+    whole = np.isfinite(key) & (key >= 1) & (key <= n)
+    key = np.where(whole, key, 0).astype(np.int64)
+    known = whole & is_kept[key] & (written.view(np.uint32) == value_of_key[key].view(np.uint32))
     foreign = written[~known]
-    hits = np.bincount(written[known].astype(np.int64), minlength=n + 1)
+    hits = np.bincount(key[known], minlength=n + 1)
     doubled = int(np.count_nonzero(hits > 1))
     missing = int(expected - np.count_nonzero(hits[is_kept]))
     n_values = int(np.count_nonzero(hits)) + len(np.unique(foreign))
     n_unwritten = int(slot_unwritten.sum())
     if len(foreign):
-        lines.append(f"{len(foreign)} value(s) in out[:count] are not positive elements of x (e.g. {foreign[0]:g}).")
+        lines.append(f"{len(foreign)} value(s) in out[:count] are not positive elements of x (e.g. "
+                     f"{float(foreign[0]):.9g}).")
         if np.any(foreign <= 0):
-            hints.append("non-positive values were kept: the predicate passed to `cuda.ballot_sync` must be "
-                         "`i < n and x[i] > 0`, and only lanes whose predicate is true may write.")
+            hints.append("non-positive values were kept (negative values, or zeros, which are not positive): the "
+                         "predicate passed to `cuda.ballot_sync` must be `i < n and x[i] > 0` (not `>=`), and only "
+                         "lanes whose predicate is true may write.")
+        near = whole[~known] & is_kept[key[~known]] & (foreign > 0)
+        if near.any():
+            hints.append("some values are close to, but not exactly, the positive elements of x: a compaction "
+                         "copies values, so store `x[i]` itself, in its own format (float32), not a value "
+                         "converted to a narrower type or computed from it.")
     if doubled:
         lines.append(f"{doubled} value(s) appear more than once.")
     if missing:
@@ -404,9 +527,9 @@ def _compaction_problem(x, got, guard, count, keep_warp_order):
     if beyond:
         lines.append(f"{beyond} value(s) were written past out[count - 1].")
     if not lines and keep_warp_order and expected:
-        position = np.empty(n + 1, np.int64)  # value (= magnitude) -> input index
-        position[np.abs(x).astype(np.int64)] = np.arange(n)
-        source = position[got[:count].astype(np.int64)]  # input index of each output slot
+        position = np.zeros(n + 1, np.int64)  # integer part of the magnitude -> input index
+        position[key_of[named]] = np.flatnonzero(named)
+        source = position[np.floor(np.abs(got[:count].astype(np.float64))).astype(np.int64)]  # input index of each slot
         warp = source // WARP
         order = np.argsort(warp, kind="stable")  # output slots grouped by warp, in slot order
         same_warp = warp[order][1:] == warp[order][:-1]

@@ -19,7 +19,10 @@ a thread may always read what it wrote.
 
 When races are found, the kernel keeps running until the next barrier (or its end); then the
 first race in a fixed order (array, element, thread ids) is raised as one `SharedMemoryRace`, so
-the message does not depend on how Python scheduled the threads. If the kernel fails in another
+the message does not depend on how Python scheduled the threads. Its hint names the barrier that
+fits: `cuda.syncwarp()` when every race of the phase is between lanes of one warp (such code often
+runs in a branch taken by one warp, where `cuda.syncthreads()` would hang), `cuda.syncthreads()`
+otherwise. If the kernel fails in another
 way first, the race is reported instead, because it is the likelier cause.
 
 The shared arrays themselves (`SharedArray`, one per declaration and block) are made in
@@ -44,6 +47,7 @@ class RaceTracker:
         self.allocs = []
         self.best = None  # (sort key, allocation, offset, access a, access b)
         self.elements = set()
+        self.across_warps = False  # has any race of this phase been between two warps?
         for thread in runner.threads:
             clock = [0] * 32
             clock[thread.lane] = 1
@@ -110,6 +114,8 @@ class RaceTracker:
         if b[0] < a[0]:
             a, b = b, a
         self.elements.add((alloc.seq, offset))
+        if a[0] >> 5 != b[0] >> 5:
+            self.across_warps = True
         key = (alloc.seq, offset, a[0], b[0])
         if self.best is None or key < self.best[0]:
             self.best = (key, alloc, offset, a, b)
@@ -137,6 +143,7 @@ class RaceTracker:
                 thread.phase_sites.clear()
             self.best = None
             self.elements = set()
+            self.across_warps = False
             return error
 
     def report(self, after=None):
@@ -170,7 +177,17 @@ class RaceTracker:
                 f"The threads are in different warps ({ta.warp_id} and {tb.warp_id}), so only "
                 "cuda.syncthreads() orders their accesses, and none comes between them."
             )
-        lines.append(_hint(a, b, site_a, site_b, len(runner.warps) > 1, _write_first(ta, tb, a, b)))
+        # Within one warp (and no race of this phase between warps) the barrier is cuda.syncwarp():
+        # such races are typically in code that one warp runs alone (`if t < 32:`), where
+        # cuda.syncthreads() would wait for warps that never arrive.
+        one_warp = same_warp and not self.across_warps
+        lines.append(_hint(a, b, site_a, site_b, len(runner.warps) > 1, _write_first(ta, tb, a, b), one_warp))
+        if one_warp and len(runner.warps) > 1:
+            lines.append(
+                "(Use cuda.syncwarp() here, not cuda.syncthreads(): the racing threads share a warp, and "
+                "cuda.syncthreads() waits for every thread of the block: inside a branch that only "
+                "some warps take, such as `if t < 32:`, it is undefined, and hangs or leaves the race.)"
+            )
         if len(self.elements) > 1:
             lines.append(
                 f"(Races were found on {len(self.elements)} elements of shared memory before the "
@@ -209,10 +226,14 @@ def _site(site):
     return (code.co_filename, lineno, code.co_name)
 
 
-def _hint(a, b, site_a, site_b, several_warps, write_first):
+def _hint(a, b, site_a, site_b, several_warps, write_first, one_warp=False):
     kinds = {a[3], b[3]}
-    # With one warp per block, syncwarp suffices; with several, the block barrier is the fix.
-    barrier = "cuda.syncthreads()" if several_warps else "cuda.syncwarp() or cuda.syncthreads()"
+    # Races inside one warp: syncwarp. With one warp per block either barrier does; with several
+    # warps racing, the block barrier is the fix.
+    if one_warp and several_warps:
+        barrier = "cuda.syncwarp()"
+    else:
+        barrier = "cuda.syncthreads()" if several_warps else "cuda.syncwarp() or cuda.syncthreads()"
     if kinds == {WRITE}:
         return (
             "Hint: two threads write the same element before a barrier; which value survives "
@@ -232,7 +253,8 @@ def _hint(a, b, site_a, site_b, several_warps, write_first):
     if w_site[:2] == r_site[:2]:
         return (
             "Hint: one line both reads an element written by another thread and writes: read "
-            f"into a local variable first, then {barrier}, then write."
+            f"into a local variable first, then {barrier}, then write; in a loop, another {barrier} "
+            "after the write, so that the next round reads finished values."
         )
     if write_first is not None:
         if write_first:

@@ -1,0 +1,502 @@
+"""Mutation test of the checks of modules 00 and 01: every mutant of a solution kernel is caught.
+
+A check that passes a wrong kernel teaches the wrong thing. Each mutant below is one small, wrong
+edit (a text substitution) of a kernel or launcher in a solution notebook: a bound moved by one, a
+bounds check dropped, an index or a stride changed, a barrier removed, a shuffle offset or direction
+changed, a result stored in a narrower format. The test takes the notebook's own cells (the kernel's
+cell with the edit applied, the cells it needs, and the cell that checks it), runs them in the
+simulator, and expects the notebook's check to fail: :class:`kernel_lab.CheckFailed`, or one of the
+simulator's errors (an out-of-bounds access, a shared-memory race, a misused warp function).
+
+Every mutant here changes what the kernel computes for some input the check may draw; edits that
+change only the speed (padding, a smaller block) are not mutants of a check. Run this file as a
+script for the score and the survivors::
+
+    PYTHONPATH=$PWD/utilities python tests/test_mutation_checks.py
+
+When a notebook's kernel is rewritten, its mutants here must follow (the test says which text is
+no longer found).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import linecache
+import secrets
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import kernel_lab as kl
+
+ROOT = Path(__file__).resolve().parents[1]
+NB00 = "solutions/00-getting-started/00-getting-started.ipynb"
+NB011 = "solutions/01-gpu-in-practice/01-threads-blocks-grids.ipynb"
+NB012 = "solutions/01-gpu-in-practice/02-memory-hierarchy.ipynb"
+NB013 = "solutions/01-gpu-in-practice/03-transpose-shared-memory-banks.ipynb"
+NB014 = "solutions/01-gpu-in-practice/04-warp-primitives.ipynb"
+NB015 = "solutions/01-gpu-in-practice/05-occupancy.ipynb"
+
+# A program is the list of a notebook's cells that define one kernel and check it, in notebook
+# order. "id:defs" runs only the cell's definitions (functions, constants, imports); "id" runs the
+# whole cell, including its checks; "=statement" runs one statement, where a cell checks several
+# kernels and only one of its checks is wanted (the others would only cost time).
+PROGRAMS = {
+    "saxpy": (NB00, ["cell-2:defs", "cell-7", "cell-9"]),
+    "saxpy x4": (NB00, ["cell-2:defs", "cell-7:defs", "cell-9:defs", "cell-17"]),
+    "matrix add": (NB011, ["setup:defs", "matrix-add", "matrix-add-check"]),
+    "grid-stride saxpy": (NB011, ["setup:defs", "grid-stride", "grid-stride-check"]),
+    "strided copy": (NB012, ["setup:defs", "strided-copy", "strided-copy-check"]),
+    "scale columns": (NB012, ["setup:defs", "scale-columns", "scale-columns-check"]),
+    "column sums": (NB011, ["setup:defs", "column-sums", "column-sums-check"]),
+    "copy": (NB012, ["setup:defs", "l2-sweep:defs", "vector-loads", "vector-copy", "vector-copy-check"]),
+    "copy_vec4": (NB012, ["setup:defs", "l2-sweep:defs", "vector-loads", "vector-copy", "vector-copy-check:defs",
+                          "=checks.check_copy(lambda out, src: copy_as('16-byte vectors', src, out), block=THREADS, "
+                          "per_thread=4)"]),
+    "copy_tiled": (NB013, ["setup:defs", "design-code:defs", "measure-setup"]),
+    "tiled transpose": (NB013, ["setup:defs", "design-code:defs", "tiled", "tiled-check"]),
+    "fast transpose": (NB013, ["setup:defs", "design-code:defs", "fast-code"]),
+    "warp sum": (NB014, ["warp-01:defs", "warp-03:defs", "warp-07:defs", "warp-11", "warp-12"]),
+    "row sums": (NB014, ["warp-01:defs", "warp-03:defs", "warp-07:defs", "warp-11:defs", "warp-20:defs",
+                         "=check_row_sums(row_launchers['rows, one warp per row'], row=ROW, block=THREADS)"]),
+    "compaction": (NB014, ["warp-01:defs", "warp-03:defs", "warp-07:defs", "warp-27:defs", "warp-29",
+                           "warp-30"]),
+    "compaction, given": (NB014, ["warp-01:defs", "warp-03:defs", "warp-07:defs", "warp-27"]),
+    "warp scan": (NB014, ["warp-01:defs", "warp-03:defs", "warp-07:defs", "warp-34", "warp-35"]),
+    "block scan": (NB014, ["warp-01:defs", "warp-03:defs", "warp-07:defs", "warp-34:defs", "warp-37:defs",
+                           "=check_warp_prefix_sum(launch_block_scan_warp, segment=THREADS)"]),
+    "block scan, shared memory": (NB014, ["warp-01:defs", "warp-03:defs", "warp-07:defs", "warp-37:defs",
+                                          "=check_warp_prefix_sum(launch_block_scan_shared, segment=THREADS)"]),
+    "occupancy calculator": (NB015, ["occupancy-01:defs", "occupancy-07", "occupancy-08"]),
+    "saxpy_1, saxpy_4": (NB015, ["occupancy-01:defs", "occupancy-14"]),
+}
+
+
+class MutantDoesNotApply(LookupError):
+    """The mutant's text is not in the notebook (once): the mutant must follow the notebook."""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    program: str
+    cell: str  # the cell id the edit applies to
+    old: str  # text that occurs exactly once in the cell
+    new: str
+    what: str  # the class of mistake, for the report
+
+    @property
+    def id(self) -> str:
+        return f"{self.program}: {self.what}"
+
+
+M = Mutant
+MUTANTS = [
+    # ---- 00: SAXPY, one element per thread
+    M("saxpy", "cell-7", "if i < out.size:", "if i <= out.size:", "bound <= n"),
+    M("saxpy", "cell-7", "if i < out.size:", "if True:", "no bounds check"),
+    M("saxpy", "cell-7", "if i < out.size:", "if i < out.size - 1:", "bound n - 1"),
+    M("saxpy", "cell-7", "i = cuda.grid(1)", "i = cuda.threadIdx.x", "index without the block offset"),
+    M("saxpy", "cell-7", "    out[i] = a * x[i] + y[i]\n", "    out[i] = a * x[i] + y[i - 1]\n", "neighbour's y"),
+    M("saxpy", "cell-7", "    out[i] = a * x[i] + y[i]\n", "    out[i] = np.float16(a * x[i] + y[i])\n",
+      "float16 store"),
+    M("saxpy", "cell-7", "saxpy[kl.blocks_for(out.size, THREADS), THREADS]", "saxpy[out.size // THREADS, THREADS]",
+      "grid rounded down"),
+    # ---- 00: SAXPY, four elements per thread
+    M("saxpy x4", "cell-17", "if i + 3 * s < n:", "if i + 3 * s <= n:", "fast-path bound <="),
+    M("saxpy x4", "cell-17", "if i + 3 * s < n:", "if i + 2 * s < n:", "fast-path bound one element short"),
+    M("saxpy x4", "cell-17", "s = cuda.gridsize(1)", "s = cuda.blockDim.x", "stride of a block"),
+    M("saxpy x4", "cell-17", "out[i + s] = a * x1 + y1", "out[i + s] = a * x1 + y0", "wrong register"),
+    M("saxpy x4", "cell-17", "out[i + 3 * s] = a * x3 + y3", "out[i + 3 * s + 1] = a * x3 + y3", "store at +1"),
+    M("saxpy x4", "cell-17", "out[i + 2 * s] = a * x2 + y2", "out[i + 2 * s] = np.float16(a * x2 + y2)",
+      "float16 store"),
+    M("saxpy x4", "cell-17", "if k < n:", "if k < n - 1:", "tail bound n - 1"),
+    M("saxpy x4", "cell-17", "kl.blocks_for(out.size, 4 * THREADS)", "out.size // (4 * THREADS)", "grid rounded down"),
+    M("saxpy x4", "cell-17", "kl.blocks_for(out.size, 4 * THREADS)", "kl.blocks_for(out.size, 8 * THREADS)",
+      "grid for 8 per thread"),
+    # ---- 01.1: matrix add with a 2D grid
+    M("matrix add", "matrix-add", "col, row = cuda.grid(2)", "row, col = cuda.grid(2)", "x taken as the row"),
+    M("matrix add", "matrix-add", "if row < out.shape[0] and col < out.shape[1]:",
+      "if row <= out.shape[0] and col < out.shape[1]:", "row bound <="),
+    M("matrix add", "matrix-add", "if row < out.shape[0] and col < out.shape[1]:",
+      "if row < out.shape[0] and col <= out.shape[1]:", "column bound <="),
+    M("matrix add", "matrix-add", "if row < out.shape[0] and col < out.shape[1]:", "if col < out.shape[1]:",
+      "no row bound"),
+    M("matrix add", "matrix-add", "if row < out.shape[0] and col < out.shape[1]:", "if row < out.shape[0]:",
+      "no column bound"),
+    M("matrix add", "matrix-add", "= a[row, col] + b[row, col]\n", "= a[row, col] + a[row, col]\n", "wrong operand"),
+    M("matrix add", "matrix-add", "grid = (kl.blocks_for(cols, BLOCK[0]), kl.blocks_for(rows, BLOCK[1]))",
+      "grid = (kl.blocks_for(rows, BLOCK[0]), kl.blocks_for(cols, BLOCK[1]))", "grid in (rows, cols) order"),
+    M("matrix add", "matrix-add", "grid = (kl.blocks_for(cols, BLOCK[0]), kl.blocks_for(rows, BLOCK[1]))",
+      "grid = (kl.blocks_for(cols, BLOCK[1]), kl.blocks_for(rows, BLOCK[0]))", "grid with the other block side"),
+    M("matrix add", "matrix-add", "matrix_add[grid, BLOCK](a, b, out)",
+      "matrix_add[grid, (BLOCK[1], BLOCK[0])](a, b, out)", "block sides swapped"),
+    # ---- 01.1: grid-stride SAXPY
+    M("grid-stride saxpy", "grid-stride", "step = cuda.gridsize(1)", "step = 2 * cuda.gridsize(1)", "step doubled"),
+    M("grid-stride saxpy", "grid-stride", "start = cuda.grid(1)", "start = cuda.threadIdx.x", "start without offset"),
+    M("grid-stride saxpy", "grid-stride", "range(start, out.size, step)", "range(start, out.size - 1, step)",
+      "stops one short"),
+    M("grid-stride saxpy", "grid-stride", "range(start, out.size, step)", "range(start + step, out.size, step)",
+      "skips the first step"),
+    M("grid-stride saxpy", "grid-stride", "out[i] = a * x[i] + y[i]", "out[i] = a * x[i] + y[start]",
+      "wrong index"),
+    # ---- 01.1: column sums, a thread walking down each column
+    M("column sums", "column-sums", "col = cuda.grid(1)  # consecutive", "col = cuda.threadIdx.x  # consecutive",
+      "column without the block offset"),
+    M("column sums", "column-sums", "if col < a.shape[1]:", "if col < a.shape[1] - 1:", "bound n - 1"),
+    M("column sums", "column-sums", "if col < a.shape[1]:", "if col <= a.shape[1]:", "bound <="),
+    M("column sums", "column-sums", "for row in range(a.shape[0]):", "for row in range(a.shape[0] - 1):",
+      "last row left out"),
+    M("column sums", "column-sums", "for row in range(a.shape[0]):", "for row in range(1, a.shape[0]):",
+      "first row left out"),
+    M("column sums", "column-sums", "acc += a[row, col]", "acc = a[row, col]", "= for +="),
+    M("column sums", "column-sums", "out[col] = acc", "out[col] = np.float16(acc)", "float16 store"),
+    M("column sums", "column-sums", "kl.blocks_for(a.shape[1], COLUMN_THREADS)", "a.shape[1] // COLUMN_THREADS",
+      "grid rounded down"),
+    M("column sums", "column-sums", "kl.blocks_for(a.shape[1], COLUMN_THREADS)",
+      "kl.blocks_for(a.shape[0], COLUMN_THREADS)",
+      "grid over the rows"),
+    # ---- 01.2: strided copy
+    M("strided copy", "strided-copy", "if i < out.size:", "if i <= out.size:", "bound <="),
+    M("strided copy", "strided-copy", "if i < out.size:", "if i < out.size - 1:", "bound n - 1"),
+    M("strided copy", "strided-copy", "= x[offset + i * stride]\n", "= x[i * stride]\n", "offset ignored"),
+    M("strided copy", "strided-copy", "= x[offset + i * stride]\n", "= x[offset + i]\n", "stride ignored"),
+    M("strided copy", "strided-copy", "i = cuda.grid(1)", "i = cuda.threadIdx.x", "index without block offset"),
+    # ---- 01.2: column scaling, coalesced
+    M("scale columns", "scale-columns", "row = i // out.shape[1]", "row = i // out.shape[0]", "row from shape[0]"),
+    M("scale columns", "scale-columns", "col = i % out.shape[1]", "col = i % out.shape[0]", "col from shape[0]"),
+    M("scale columns", "scale-columns", "if i < out.size:", "if i < out.size - 1:", "bound n - 1"),
+    M("scale columns", "scale-columns", "if i < out.size:", "if i <= out.size:", "bound <="),
+    M("scale columns", "scale-columns", "= x[row, col] * w[col]\n", "= x[row, col] * w[col - 1]\n",
+      "neighbour's weight"),
+    # ---- 01.2: copies, 4 and 16 bytes per load
+    M("copy", "l2-sweep", "    if i < src.size:\n        dst[i] = src[i]",
+      "    if i <= src.size:\n        dst[i] = src[i]",
+      "bound <="),
+    M("copy", "l2-sweep", "    if i < src.size:\n        dst[i] = src[i]", "    if True:\n        dst[i] = src[i]",
+      "no bounds check"),
+    M("copy", "l2-sweep", "    if i < src.size:\n        dst[i] = src[i]",
+      "    if i < src.size - 1:\n        dst[i] = src[i]", "bound n - 1"),
+    M("copy", "vector-copy", "copy[kl.blocks_for(s.size, THREADS), THREADS](s, d)",
+      "copy[s.size // THREADS, THREADS](s, d)", "grid rounded down"),
+    M("copy_vec4", "vector-copy", "i = 4 * cuda.grid(1)", "i = 4 * cuda.threadIdx.x",
+      "vec4: index without block offset"),
+    M("copy_vec4", "vector-copy", "copy_vec4[kl.blocks_for(src.size, 4 * THREADS), THREADS]",
+      "copy_vec4[src.size // (4 * THREADS), THREADS]", "vec4: grid rounded down"),
+    M("copy_vec4", "vector-copy", "copy_vec4[kl.blocks_for(src.size, 4 * THREADS), THREADS]",
+      "copy_vec4[kl.blocks_for(src.size // 4, THREADS), THREADS]", "vec4: grid without the partial group"),
+    M("copy_vec4", "vector-copy", "store4(dst, i, v0, v1, v2, v3)", "store4(dst, i, v0, v1, v3, v2)",
+      "vec4: two values swapped"),
+    M("copy_vec4", "vector-copy", "if i + 3 < src.size:", "if i + 3 <= src.size:", "vec4: whole-group bound <="),
+    M("copy_vec4", "vector-copy", "if i + 3 < src.size:", "if i < src.size:", "vec4: partial group loaded whole"),
+    M("copy_vec4", "vector-copy", "for k in range(i, src.size):", "for k in range(i, src.size - 1):",
+      "vec4: partial group one short"),
+    M("copy_vec4", "vector-copy", "for k in range(i, src.size):", "for k in range(i + 1, src.size):",
+      "vec4: partial group skips its first"),
+    # ---- 01.3: the copy through the transpose's threads
+    M("copy_tiled", "design-code", "if row + j < a.shape[0] and col < a.shape[1]:\n            out[row + j, col]",
+      "if True:\n            out[row + j, col]", "no bounds check"),
+    M("copy_tiled", "design-code", "if row + j < a.shape[0] and col < a.shape[1]:\n            out[row + j, col]",
+      "if row + j <= a.shape[0] and col < a.shape[1]:\n            out[row + j, col]", "row bound <="),
+    M("copy_tiled", "design-code", "if row + j < a.shape[0] and col < a.shape[1]:\n            out[row + j, col]",
+      "if row + j < a.shape[0] - 1 and col < a.shape[1]:\n            out[row + j, col]", "row bound n - 1"),
+    M("copy_tiled", "design-code", "grid = (kl.blocks_for(a.shape[1], TILE), kl.blocks_for(a.shape[0], TILE))",
+      "grid = (a.shape[1] // TILE, a.shape[0] // TILE)", "grid rounded down"),
+    M("copy_tiled", "design-code",
+      "    for j in range(0, TILE, ROWS):\n        if row + j < a.shape[0] and col < a.shape[1]:\n"
+      "            out[row + j,",
+      "    for j in range(0, TILE - ROWS, ROWS):\n        if row + j < a.shape[0] and col < a.shape[1]:\n"
+      "            out[row + j,", "one pass of rows short"),
+    # ---- 01.3: the tiled transpose
+    M("tiled transpose", "tiled", "    cuda.syncthreads()  # 2.", "    pass  # 2.", "no barrier"),
+    M("tiled transpose", "tiled", "out[row + j, col] = tile[tx, ty + j]", "out[row + j, col] = tile[ty + j, tx]",
+      "tile not transposed"),
+    M("tiled transpose", "tiled", "col, row = by * TILE + tx, bx * TILE + ty",
+      "col, row = bx * TILE + tx, by * TILE + ty",
+      "block indices not swapped"),
+    M("tiled transpose", "tiled", "if row + j < out.shape[0] and col < out.shape[1]:",
+      "if row + j <= out.shape[0] and col < out.shape[1]:", "write bound <="),
+    M("tiled transpose", "tiled", "if row + j < a.shape[0] and col < a.shape[1]:", "if row + j < a.shape[0]:",
+      "no column bound on the read"),
+    M("tiled transpose", "tiled", "for j in range(0, TILE, ROWS):  # 1.", "for j in range(0, TILE - ROWS, ROWS):  # 1.",
+      "a quarter of the tile not loaded"),
+    M("tiled transpose", "tiled", "col, row = by * TILE + tx, bx * TILE + ty",
+      "col, row = by * TILE + ty, bx * TILE + tx",
+      "thread indices swapped"),
+    # ---- 01.3: the fast transpose
+    M("fast transpose", "fast-code", "interior = (bx + 1) * TILE_32 <= n_cols", "interior = bx * TILE_32 <= n_cols",
+      "edge tiles taken as interior"),
+    M("fast transpose", "fast-code", "out_flat[first + j * n_rows] = tile[tx, ty + j]",
+      "out_flat[first + j * n_cols] = tile[tx, ty + j]", "row stride of the input"),
+    M("fast transpose", "fast-code", "if row + j < n_cols and col < n_rows:", "if row + j < n_rows and col < n_cols:",
+      "output bounds of the input"),
+    M("fast transpose", "fast-code", "    cuda.syncthreads()\n", "\n", "no barrier"),
+    # ---- 01.4: warp sum
+    M("warp sum", "warp-11", "offset = WARP // 2\n    while offset > 0:  # offsets 16",
+      "offset = WARP // 4\n    while offset > 0:  # offsets 16", "starts at offset 8"),
+    M("warp sum", "warp-11", "while offset > 0:  # offsets 16, 8, 4, 2, 1\n        v +=",
+      "while offset > 1:  # offsets 16, 8, 4, 2, 1\n        v +=", "stops before offset 1"),
+    M("warp sum", "warp-11", "v += cuda.shfl_down_sync(FULL_MASK, v, offset)",
+      "v += cuda.shfl_up_sync(FULL_MASK, v, offset)", "shfl_up for shfl_down"),
+    M("warp sum", "warp-11", "v += cuda.shfl_down_sync(FULL_MASK, v, offset)",
+      "v = cuda.shfl_down_sync(FULL_MASK, v, offset)", "= for +="),
+    M("warp sum", "warp-11", "offset //= 2\n    return v\n    ### END", "offset //= 4\n    return v\n    ### END",
+      "offsets 16, 4, 1"),
+    M("warp sum", "warp-11", "if lane == 0:\n        totals[warp] = v", "if lane == 1:\n        totals[warp] = v",
+      "lane 1 stores the warp's total"),
+    M("warp sum", "warp-11", "cuda.syncthreads()  # the only barrier", "pass  # the only barrier", "no barrier"),
+    M("warp sum", "warp-11", "totals[lane] if lane < WARPS_PER_BLOCK", "totals[lane] if lane <= WARPS_PER_BLOCK",
+      "reads one total too many"),
+    # ---- 01.4: row sums, one warp per row
+    M("row sums", "warp-20", "row = cuda.grid(1) // WARP", "row = cuda.threadIdx.x // WARP",
+      "row without the block offset"),
+    M("row sums", "warp-20", "j += WARP\n        acc = warp_sum(acc)", "j += 2 * WARP\n        acc = warp_sum(acc)",
+      "every other element"),
+    M("row sums", "warp-20", "if lane == 0:\n            out[row] = acc", "if lane == 1:\n            out[row] = acc",
+      "lane 1 stores"),
+    M("row sums", "warp-20", "if row < x.shape[0]:  # the same", "if row <= x.shape[0]:  # the same", "bound <="),
+    # ---- 01.4: compaction with a ballot
+    M("compaction", "warp-29", "out[base + rank] = x[i]", "out[base + rank] = np.float16(x[i])", "float16 store"),
+    M("compaction", "warp-29", "keep = i < x.size and x[i] > 0  # every", "keep = i < x.size and x[i] >= 0  # every",
+      ">= 0 keeps zeros"),
+    M("compaction", "warp-29", "cuda.popc(kept & cuda.lanemask_lt())", "cuda.popc(kept & ~cuda.lanemask_lt())",
+      "rank counts the lanes above"),
+    M("compaction", "warp-29", "base = cuda.atomic.add(count, 0, n_kept)", "base = cuda.atomic.add(count, 0, 1)",
+      "counter + 1 per warp"),
+    M("compaction", "warp-29", "base = cuda.shfl_sync(FULL_MASK, base, 0)", "base = cuda.shfl_sync(FULL_MASK, base, 1)",
+      "broadcast from lane 1"),
+    M("compaction", "warp-29", "out[base + rank] = x[i]", "out[base + rank + 1] = x[i]", "slot + 1"),
+    M("compaction, given", "warp-27", "if i < x.size and x[i] > 0:", "if i < x.size and x[i] >= 0:",
+      "atomic per element: >= 0"),
+    M("compaction, given", "warp-27", "keep = i < x.size and x[i] > 0\n", "keep = i < x.size and x[i] >= 0\n",
+      "shared counter: >= 0"),
+    M("compaction, given", "warp-27", "out[cuda.atomic.add(count, 0, 1)] = x[i]",
+      "out[cuda.atomic.add(count, 0, 1)] = np.float16(x[i])", "atomic per element: float16 store"),
+    # ---- 01.4: warp and block scans
+    M("warp scan", "warp-34", "if lane >= offset:", "if lane > offset:", "guard > for >="),
+    M("warp scan", "warp-34", "while offset < WARP:\n        up", "while offset < WARP // 2:\n        up",
+      "last step missing"),
+    M("warp scan", "warp-34", "up = cuda.shfl_up_sync(FULL_MASK, v, offset)",
+      "up = cuda.shfl_down_sync(FULL_MASK, v, offset)",
+      "shfl_down for shfl_up"),
+    M("warp scan", "warp-34", "offset *= 2\n    return v", "offset *= 4\n    return v", "offsets 1, 4, 16"),
+    M("warp scan", "warp-34", "if lane >= offset:  # lanes below offset got their own value back\n            v += up",
+      "v += up", "no lane guard"),
+    M("warp scan", "warp-34", "v = x[i] if i < x.size else", "v = x[i] if i < x.size - 1 else", "last element dropped"),
+    M("block scan", "warp-37", "if lane == WARP - 1:\n        warp_totals[warp] = v",
+      "if lane == 0:\n        warp_totals[warp] = v", "lane 0 stores the warp's total"),
+    M("block scan", "warp-37", "v += warp_totals[warp - 1]", "v += warp_totals[warp]", "adds its own warp's total"),
+    M("block scan, shared memory", "warp-37", "cuda.syncthreads()  # every read of this round before any write",
+      "pass  # every read of this round before any write", "no barrier between read and write"),
+    M("block scan, shared memory", "warp-37", "add = buf[t - offset] if t >= offset else",
+      "add = buf[t - offset] if t > offset else", "guard > for >="),
+    M("block scan", "warp-37", "    cuda.syncthreads()\n    if warp > 0:", "    if warp > 0:", "no second barrier"),
+    # ---- 01.5: occupancy calculator and the SAXPY variants
+    M("occupancy calculator", "occupancy-07", "warps_per_block = -(-threads_per_block // limits.warp_size)",
+      "warps_per_block = threads_per_block // limits.warp_size", "warps rounded down"),
+    M("occupancy calculator", "occupancy-07",
+      "regs_per_warp = round_up(regs_per_thread * limits.warp_size, limits.reg_alloc_unit)",
+      "regs_per_warp = regs_per_thread * limits.warp_size", "registers not rounded"),
+    M("occupancy calculator", "occupancy-07", "round_up(smem_per_block + limits.smem_reserved_per_block,",
+      "round_up(smem_per_block,", "no reserved shared memory"),
+    M("occupancy calculator", "occupancy-07", "warps_per_quarter * limits.sub_partitions // warps_per_block",
+      "warps_per_quarter // warps_per_block", "one quarter of the register file"),
+    M("saxpy_1, saxpy_4", "occupancy-14", "out[i + stride] = a * x1 + y1", "out[i + 1] = a * x1 + y1",
+      "store at i + 1"),
+    M("saxpy_1, saxpy_4", "occupancy-14", "out[i + 2 * stride] = a * x2 + y2",
+      "out[i + 2 * stride] = np.float16(a * x2 + y2)", "float16 store"),
+    M("saxpy_1, saxpy_4", "occupancy-14", "i += 4 * stride", "i += 5 * stride", "wrong stride"),
+    M("saxpy_1, saxpy_4", "occupancy-14", "while i + 3 * stride < n:", "while i + 3 * stride <= n:", "bound <="),
+    M("saxpy_1, saxpy_4", "occupancy-14", "        out[i] = a * x[i] + y[i]\n        i += stride",
+      "        out[i] = a * x[i] + y[i]\n        i += 2 * stride", "tail stride doubled"),
+    M("saxpy_1, saxpy_4", "occupancy-14", "while i < x.size:  # one element", "while i < x.size - 1:  # one element",
+      "saxpy_1: bound n - 1"),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a program
+
+_SKIPPED_CALLS = ("benchmark", "sweep(", "compare(", "plot_", "rooflines(", "to_device", "device_array")
+
+
+def _definitions(source: str) -> str:
+    """The statements of a cell that define things: no checks, launches or measurements."""
+    def defines(node) -> bool:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+            return True
+        if isinstance(node, ast.If):  # e.g. simulator and GPU versions of a function
+            return all(defines(n) for n in node.body + node.orelse)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            text = ast.get_source_segment(source, node) or ""
+            return not any(call in text for call in _SKIPPED_CALLS)
+        return False
+
+    keep = [node for node in ast.parse(source).body if defines(node)]
+    lines = source.splitlines()
+    parts = []
+    for node in keep:  # from the first decorator: get_source_segment leaves decorators out
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        parts.append("\n".join(lines[first - 1: node.end_lineno]))
+    return "\n\n".join(parts)
+
+
+_CELLS: dict[str, dict[str, str]] = {}
+
+
+def _cells(notebook: str) -> dict[str, str]:
+    if notebook not in _CELLS:
+        nb = nbformat.read(ROOT / notebook, as_version=4)
+        _CELLS[notebook] = {c.get("id"): c.source for c in nb.cells if c.cell_type == "code"}
+    return _CELLS[notebook]
+
+
+def program_sources(program: str, mutant: Mutant | None = None) -> list[tuple[str, str]]:
+    """(cell id, source) of the program's cells, the mutant's edit applied."""
+    notebook, parts = PROGRAMS[program]
+    cells = _cells(notebook)
+    out = []
+    for part in parts:
+        if part.startswith("="):  # a statement of the test's own: one of the cell's checks, alone
+            out.append(("check", part[1:]))
+            continue
+        cell, _, mode = part.partition(":")
+        if cell not in cells:
+            raise MutantDoesNotApply(f"{notebook} has no code cell with id {cell!r}")
+        source = cells[cell]
+        if mutant is not None and mutant.cell == cell:
+            count = source.count(mutant.old)
+            if count != 1:
+                raise MutantDoesNotApply(f"mutant {mutant.id!r}: {mutant.old!r} occurs {count} times in cell "
+                                         f"{cell!r} of {notebook}, not once: update the mutant to the notebook")
+            source = source.replace(mutant.old, mutant.new)
+        out.append((cell, _definitions(source) if mode == "defs" else source))
+    if mutant is not None and mutant.cell not in [p.partition(":")[0] for p in parts if not p.startswith("=")]:
+        raise MutantDoesNotApply(f"mutant {mutant.id!r}: cell {mutant.cell!r} is not part of program {program!r}")
+    return out
+
+
+def _caught_types():
+    from kernel_lab.simulator import KernelLabSimulatorError
+
+    return (kl.CheckFailed, KernelLabSimulatorError)
+
+
+def run_program(program: str, mutant: Mutant | None = None):
+    """Run the cells; return None if they all ran, else the exception that stopped them."""
+    namespace = {"__name__": "__mutation__"}
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            for cell, source in program_sources(program, mutant):
+                filename = f"<mutation test: {program}, cell {cell}>"
+                # The simulator reads a failing kernel line from linecache, as it does for a notebook cell.
+                linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+                exec(compile(source, filename, "exec"), namespace)  # noqa: S102
+    except MutantDoesNotApply:
+        raise
+    except Exception as error:  # noqa: BLE001 - whatever stopped the notebook's cells
+        return error
+    return None
+
+
+@contextlib.contextmanager
+def judging(seed: int = 20240516):
+    """How mutants are judged: with a fixed seed (checks draw theirs from ``secrets``), so that the
+    test is reproducible, and stopping at each check's first failure, which is all a verdict needs."""
+    import kernel_lab.check as check
+
+    real = secrets.randbits
+    secrets.randbits = lambda k: seed % (1 << k)
+    fast = getattr(check, "first_failure_only", contextlib.nullcontext)
+    try:
+        with fast():
+            yield
+    finally:
+        secrets.randbits = real
+
+
+# ---------------------------------------------------------------------------------------------
+# The tests
+
+pytestmark = pytest.mark.skipif(not kl.on_simulator(), reason="the mutation test runs in the simulator")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _setup():
+    kl.setup(requires=["warp"], quiet=True)
+
+
+def test_mutants_are_distinct_and_apply():
+    ids = [m.id for m in MUTANTS]
+    assert len(ids) == len(set(ids)), "two mutants share a name"
+    for m in MUTANTS:
+        program_sources(m.program, m)
+
+
+# Programs made of a notebook's cells as they are pass wherever the notebook passes (nbval runs it);
+# those with a statement of the test's own must be seen to pass too, or their mutants prove nothing.
+OWN_STATEMENTS = [name for name, (_, parts) in PROGRAMS.items() if any(p.startswith("=") for p in parts)]
+
+
+@pytest.mark.parametrize("program", OWN_STATEMENTS)
+def test_program_passes_unmutated(program):
+    with judging():
+        error = run_program(program)
+    assert error is None, f"the unmutated program fails, so its mutants prove nothing: {error!r}"
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.id)
+def test_mutant_is_caught(mutant):
+    with judging():
+        error = run_program(mutant.program, mutant)
+    assert error is not None, f"the check passes a wrong kernel ({mutant.what}): {mutant.old!r} -> {mutant.new!r}"
+    assert isinstance(error, _caught_types()), \
+        f"the mutant stopped with {type(error).__name__}, not a check failure: {error}"
+
+
+def main() -> int:
+    """Score every mutant, print the survivors (and the unmutated programs' state)."""
+    kl.setup(requires=["warp"], quiet=True)
+    caught_types = _caught_types()
+    results = {"caught": [], "survived": [], "crashed": [], "not applicable": []}
+    start = time.perf_counter()
+    with judging():
+        for program in PROGRAMS:
+            try:
+                error = run_program(program)
+            except MutantDoesNotApply as e:
+                print(f"program {program!r} does not apply: {e}")
+                continue
+            if error is not None:
+                print(f"unmutated program {program!r} fails: {type(error).__name__}: {str(error)[:300]}")
+        for m in MUTANTS:
+            t0 = time.perf_counter()
+            try:
+                error = run_program(m.program, m)
+            except MutantDoesNotApply as e:
+                results["not applicable"].append((m, str(e)))
+                continue
+            kind = "survived" if error is None else "caught" if isinstance(error, caught_types) else "crashed"
+            results[kind].append((m, error))
+            print(f"{kind:>9}  {time.perf_counter() - t0:5.1f}s  {m.id}"
+                  + (f"  [{type(error).__name__}: {str(error).splitlines()[0][:100]}]" if kind == "crashed" else ""),
+                  flush=True)
+    scored = len(results["caught"]) + len(results["survived"]) + len(results["crashed"])
+    caught = len(results["caught"])
+    print(f"\n{caught} of {scored} mutants caught ({100 * caught / max(scored, 1):.0f}%), "
+          f"{len(results['survived'])} survived, {len(results['crashed'])} crashed, "
+          f"{len(results['not applicable'])} not applicable; {time.perf_counter() - start:.0f} s")
+    for m, _ in results["survived"]:
+        print(f"  survived: {m.id}")
+    for m, e in results["not applicable"]:
+        print(f"  n/a: {m.id}: {e[:150]}")
+    return 0 if not results["survived"] and not results["crashed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
