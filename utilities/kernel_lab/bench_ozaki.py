@@ -79,12 +79,12 @@ def measure(sizes=(2048, 4096, 8192), methods=("unfused", "partial", "fused"), s
             rows.append(dict(method=METHOD_LABELS[mth], shape=shape, ms=t, tflops=flops / t / 1e9,
                              ratio=t_dgemm / t, normwise=e[0], componentwise=e[1], slicing_ms=t_slice,
                              int8_tops=products * flops / max(t - t_slice, 1e-9) / 1e9))
-            del g
+            g = None  # frees its buffers before the next method allocates
             if log:
                 r = rows[-1]
                 log(f"{r['method']:<34} {'x'.join(map(str, shape)):>16}  {r['ms']:8.2f} ms  "
                     f"{r['tflops']:6.1f} TFLOP/s  {r['ratio']:5.2f}x DGEMM  error {r['normwise']:.1e}")
-        del a, b, c
+        a = b = c = None
         cp.get_default_memory_pool().free_all_blocks()
     return {"rows": rows, "slices": slices, "config": config.label()}
 

@@ -337,6 +337,19 @@ def _pipeline_jit(kernel, cfg: OzakiConfig):
     return cuda.jit(kernel, extensions=pipeline_extensions, launch_bounds=(cfg.threads, 1))
 
 
+@cuda.jit(device=True, inline="always")
+def store_int32_tile(acc, out, j, row0, col0):
+    """Write the accumulator's INT32 results, the tile at (row0, col0), into ``out[j]`` (the
+    elements inside the M x N result only): the epilogue of the unfused and partly fused kernels."""
+    if acc.is_thread_active():
+        res = acc.get_results()
+        m, n = out.shape[1], out.shape[2]
+        for i in range(res.layout.size):
+            r, c = acc.map_fragment_index(i)
+            if row0 + r < m and col0 + c < n:
+                out[j, row0 + r, col0 + c] = res[i]
+
+
 @functools.lru_cache(maxsize=None)
 def pair_products_kernel(cfg: OzakiConfig, make=None):
     """Unfused: block (tile_m, tile_n, pair) stores ``A_t @ B_u`` as INT32 into ``out[pair]``.
@@ -353,15 +366,7 @@ def pair_products_kernel(cfg: OzakiConfig, make=None):
         acc = MM.suggest_accumulator()
         acc.clear()
         tile.execute(acc)
-        if acc.is_thread_active():
-            res = acc.get_results()
-            m, n = out.shape[1], out.shape[2]
-            for i in range(res.layout.size):
-                r, c = acc.map_fragment_index(i)
-                gr = bm * TM + r
-                gc = bn * TN + c
-                if gr < m and gc < n:
-                    out[p, gr, gc] = res[i]
+        store_int32_tile(acc, out, p, bm * TM, bn * TN)
         tile._del()
 
     return MM, _pipeline_jit(make(MM, cfg) if make else pair_products, cfg)
@@ -386,15 +391,7 @@ def diagonal_sums_kernel(cfg: OzakiConfig, make=None):
             tile.execute(acc)
             if t < d:  # move the pipeline to the next pair of the diagonal while this one finishes
                 pipe.reset_tile(tile, (bm, np.int32(t + 1)), (bn, np.int32(d - t - 1)))
-        if acc.is_thread_active():
-            res = acc.get_results()
-            m, n = out.shape[1], out.shape[2]
-            for i in range(res.layout.size):
-                r, c = acc.map_fragment_index(i)
-                gr = bm * TM + r
-                gc = bn * TN + c
-                if gr < m and gc < n:
-                    out[d, gr, gc] = res[i]
+        store_int32_tile(acc, out, d, bm * TM, bn * TN)
         tile._del()
 
     return MM, _pipeline_jit(make(MM, cfg) if make else diagonal_sums, cfg)
@@ -455,6 +452,43 @@ def fused_kernel(cfg: OzakiConfig, make=None):
 
 
 # ---------------------------------------------------------------------------------------------
+# What every scheme's pipeline kernels share: the operand buffers, and compiling once
+
+
+def digit_buffers(config: OzakiConfig, m: int, n: int, k: int, planes: int = PLANES) -> dict:
+    """Zeroed int8 operand buffers for an (M, N, K) problem and the pipeline that reads them.
+
+    ``da`` is ``(planes, Mp, Kp)`` and ``db`` ``(planes, Np, Kp)``: one plane per slice (Ozaki-I) or
+    per modulus (Ozaki-II), rows padded to whole tiles, K contiguous. The pipeline sees them as
+    ``(Mp, Kp, planes)`` and ``(Kp, Np, planes)``: a tile is (tile index, plane). Its Numba type holds
+    these shapes, so both schemes, sharing the plane count, share one compiled kernel per shape.
+    Returns ``{"padded": (Mp, Np, Kp), "da", "db", "pipe"}``.
+    """
+    import cupy as cp
+
+    mp, np_, kp = config.padded(m, n, k)
+    st = {"padded": (mp, np_, kp)}
+    st["da"] = cp.zeros((planes, mp, kp), dtype=cp.int8)  # planes past the ones used stay zero
+    st["db"] = cp.zeros((planes, np_, kp), dtype=cp.int8)
+    a_view = cuda.as_cuda_array(st["da"].transpose(1, 2, 0))
+    b_view = cuda.as_cuda_array(st["db"].transpose(2, 1, 0))
+    st["pipe"] = matmul_description(config).suggest_device_pipeline(config.depth, a_view, b_view)
+    return st
+
+
+def compile_once(kernel, args, smem: int, seconds: dict, key) -> None:
+    """Compile ``kernel`` for ``args`` and allow it ``smem`` bytes of dynamic shared memory, once per
+    ``key``; the compile time goes into ``seconds[key]``."""
+    if key in seconds:
+        return
+    from ..tensor_cores.gemm import set_max_dynamic_shared_memory
+
+    t0 = time.perf_counter()
+    set_max_dynamic_shared_memory(kernel, args, smem)  # compiles for these argument types
+    seconds[key] = time.perf_counter() - t0
+
+
+# ---------------------------------------------------------------------------------------------
 # The launcher
 
 
@@ -496,19 +530,12 @@ class OzakiGemm:
         import cupy as cp
 
         s = self.slices
-        mp, np_, kp = self.config.padded(m, n, k)
-        st = {"padded": (mp, np_, kp)}
-        st["da"] = cp.zeros((PLANES, mp, kp), dtype=cp.int8)  # planes s.. stay zero, unused
-        st["db"] = cp.zeros((PLANES, np_, kp), dtype=cp.int8)
+        st = digit_buffers(self.config, m, n, k)
         st["ea"] = cp.empty(m, dtype=cp.int32)
         st["eb"] = cp.empty(n, dtype=cp.int32)
         st["bad_a"] = cp.empty(m, dtype=cp.int32)
         st["bad_b"] = cp.empty(n, dtype=cp.int32)
         st["amax_b"] = cp.empty(n, dtype=cp.float64)
-        MM = matmul_description(self.config)
-        a_view = cuda.as_cuda_array(st["da"].transpose(1, 2, 0))  # (Mp, Kp, s): K contiguous
-        b_view = cuda.as_cuda_array(st["db"].transpose(2, 1, 0))  # (Kp, Np, s): K contiguous
-        st["pipe"] = MM.suggest_device_pipeline(self.config.depth, a_view, b_view)
         if self.method == "unfused":
             from .reference import triangular_pairs
 
@@ -560,13 +587,7 @@ class OzakiGemm:
             args = (st["pair_t"], st["pair_u"], st["parts"], pipe)
             grid = grid + (st["pair_t"].size,)
             smem = pipe.buffer_size
-        key = (self.method, st["padded"], self.make_kernel)
-        if key not in self.compile_seconds:
-            from ..tensor_cores.gemm import set_max_dynamic_shared_memory
-
-            t0 = time.perf_counter()
-            set_max_dynamic_shared_memory(kern, args, smem)  # compiles for these argument types
-            self.compile_seconds[key] = time.perf_counter() - t0
+        compile_once(kern, args, smem, self.compile_seconds, (self.method, st["padded"], self.make_kernel))
         return kern, grid, args, smem
 
     def compile(self, m: int, n: int, k: int) -> float:

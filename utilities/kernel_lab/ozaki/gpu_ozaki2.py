@@ -39,14 +39,14 @@ from __future__ import annotations
 
 import functools
 import math
-import time
 
 import numpy as np
 from numba import cuda  # after kernel_lab chose GPU or simulator (the package's __init__ runs first)
 
 from ..validate import KernelLabArgumentError
 from . import ozaki2
-from .gpu import TILE, TILE_PADDED, OzakiConfig, _check_operands, load_columns_tile, matmul_description, pair_products_kernel
+from .gpu import (PLANES, TILE, TILE_PADDED, OzakiConfig, _check_operands, compile_once, digit_buffers,
+                  load_columns_tile, pair_products_kernel)
 from .slicing import max_exact_k
 
 ROW_THREADS = 128  # threads per row in row_exponents
@@ -503,11 +503,10 @@ class Ozaki2Gemm:
         import cupy as cp
 
         nm = self.moduli
-        mp, np_, kp = self.config.padded(m, n, k)
-        qa, qb = ozaki2.operand_bits(nm, k, self.bound)
-        st = {"padded": (mp, np_, kp), "q": (qa, qb)}
-        st["ra"] = cp.empty((nm, mp, kp), dtype=cp.int8)
-        st["rb"] = cp.empty((nm, np_, kp), dtype=cp.int8)
+        # The same buffers and pipeline as Ozaki-I (16 planes): up to 16 moduli share its kernel.
+        st = digit_buffers(self.config, m, n, k, planes=max(PLANES, nm))
+        st["q"] = ozaki2.operand_bits(nm, k, self.bound)
+        st["ra"], st["rb"] = st["da"][:nm], st["db"][:nm]  # the planes the moduli use
         st["ea"] = cp.empty(m, dtype=cp.int32)
         st["eb"] = cp.empty(n, dtype=cp.int32)
         st["bad_a"] = cp.empty(m, dtype=cp.int32)
@@ -516,10 +515,6 @@ class Ozaki2Gemm:
         st["psum"] = cp.empty((col_chunks(k), n), dtype=cp.float64)
         st["parts"] = cp.empty((nm, m, n), dtype=cp.int32)
         st["pair"] = cp.arange(nm, dtype=cp.int32)  # pairs (l, l): pair_t = pair_u
-        MM = matmul_description(self.config)
-        a_view = cuda.as_cuda_array(st["ra"].transpose(1, 2, 0))  # (Mp, Kp, N): K contiguous
-        b_view = cuda.as_cuda_array(st["rb"].transpose(2, 1, 0))  # (Kp, Np, N): K contiguous
-        st["pipe"] = MM.suggest_device_pipeline(self.config.depth, a_view, b_view)
         self._shape_state = {key: st}  # one shape at a time: the buffers are large
         return st
 
@@ -533,18 +528,12 @@ class Ozaki2Gemm:
 
     def products(self, st):
         """``parts[l] = ra[l] @ rb[l]^T`` (INT32) for every modulus: gpu.pair_products_kernel."""
-        from ..tensor_cores.gemm import set_max_dynamic_shared_memory
-
         cfg = self.config
         mp, np_, _ = st["padded"]
         pipe = st["pipe"]
         _, kern = pair_products_kernel(cfg)
         args = (st["pair"], st["pair"], st["parts"], pipe)
-        key = ("pairs", st["padded"])
-        if key not in self.compile_seconds:
-            t0 = time.perf_counter()
-            set_max_dynamic_shared_memory(kern, args, pipe.buffer_size)  # compiles for these argument types
-            self.compile_seconds[key] = time.perf_counter() - t0
+        compile_once(kern, args, pipe.buffer_size, self.compile_seconds, ("pairs", st["padded"]))
         kern[(mp // cfg.tile_m, np_ // cfg.tile_n, self.moduli), pipe.block_dim, 0, pipe.buffer_size](*args)
 
     def reconstruct(self, st, alpha, beta, c):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..validate import KernelLabArgumentError
-from .slicing import max_exact_k, scaled_bits, split
+from .slicing import max_exact_k, split
 
 U64 = 2.0**-53  # unit roundoff of float64
 
