@@ -18,6 +18,11 @@ Numba's CUDA simulator (no GPU found: simulator). The modules, one job each:
 - scans, sgemm: module 02's reference kernels (reductions, scans; the SGEMM progression, DGEMM);
   bench_sgemm: the progression beside cuBLAS (``python -m kernel_lab.bench_sgemm``)
 - vector_loads: 16-byte loads and stores from Numba kernels (``load4``, ``store4``, ...)
+- readings: holds the figures quoted in notebooks' prose to their stored outputs
+- tensor_cores: module 06's cuBLASDx GEMMs, the library peers (``peers``), compiling without a GPU
+  (``offline``)
+- ozaki: module 07, FP64 GEMM from INT8 products (both Ozaki schemes in NumPy, and their GPU
+  kernels); bench_ozaki: every method beside cuBLAS DGEMM (``python -m kernel_lab.bench_ozaki``)
 """
 
 from .environment import choose_backend as _choose_backend
