@@ -26,6 +26,7 @@ from ..environment import on_simulator
 from ..ozaki import reference as ref
 from ..ozaki import slicing
 from ..validate import require_callable
+from .ozaki import RECONSTRUCT_MISTAKES, SPLIT_MISTAKES
 
 __all__ = ["check_row_exponents", "check_slice_rows", "check_reconstruct", "check_diagonal_kernel",
            "check_fused_kernel", "exponent_cases", "CHECK_SHAPE"]
@@ -119,51 +120,16 @@ def check_row_exponents(launch, *, seed=None) -> None:
           f"({', '.join(label for label, _ in exponent_cases(rng))})")
 
 
-def _digit_models(a, e, s):
-    """What the classic slicing mistakes give, as {mistake: digits (s, M, K)}."""
-    p = slicing.scaled_bits(s)
-    x = np.ldexp(a, (p - e.astype(np.int64))[:, None])
-    big = np.rint(x).astype(np.int64)
-    models = {}
-    unsigned = np.empty((s,) + a.shape, np.int64)
-    b = big.copy()
-    for t in range(s - 1, 0, -1):
-        d = b & 255
-        unsigned[t] = d
-        b = b >> 8
-    unsigned[0] = b
-    models["unsigned low byte"] = unsigned.astype(np.int8)  # bytes 128..255 wrap to negative int8
-    top = np.empty((s,) + a.shape, np.int64)
-    r = np.ldexp(a, (6 - e.astype(np.int64))[:, None])
-    for t in range(s):
-        d = np.rint(r)
-        top[t] = d
-        r = (r - d) * 256.0
-    models["digits taken from the top with rint"] = np.clip(top, -128, 127).astype(np.int8)
-    trunc = np.trunc(x).astype(np.int64)
-    digits_t = np.empty((s,) + a.shape, np.int64)
-    for t in range(s - 1, 0, -1):
-        d = ((trunc + 128) & 255) - 128
-        digits_t[t] = d
-        trunc = (trunc - d) >> 8
-    digits_t[0] = trunc
-    models["truncated instead of rounded"] = digits_t.astype(np.int8)
-    good, _ = slicing.split(a, s, axis=1)
-    models["digit order reversed (digits[0] must be the most significant)"] = good[::-1].copy()
-    return models
-
-
-_DIGIT_HINTS = {
-    "unsigned low byte": "`X & 255` is 0..255, which int8 cannot hold; the signed digit is "
-                         "`((X + 128) & 255) - 128` (-128..127), and the next step subtracts it before shifting: "
-                         "`X = (X - d) >> 8`.",
-    "digits taken from the top with rint": "rounding each digit from the top can give 128, which int8 cannot "
-                                           "hold; take digits from the bottom, carrying into the next one.",
-    "truncated instead of rounded": "X must be the *nearest* integer to x * 2**(P - e): `round(math.ldexp(x, P - e[row]))`, "
-                                    "not int(...), which truncates toward zero.",
-    "digit order reversed (digits[0] must be the most significant)": "store the last digit found (the top one) in "
-                                                                     "digits[0] and the first (the low byte) in digits[s-1].",
-}
+def _digit_models(a, s):
+    """What the classic slicing mistakes give, as {name: (int8 digits (s, M, K), explanation)}: the
+    catalogue of notebook 07.1's check (``checks.ozaki.SPLIT_MISTAKES``), stored as int8 the way a
+    kernel's int8 store wraps them."""
+    out = {}
+    for mistake in SPLIT_MISTAKES:
+        digits, _ = mistake.model(a, s)
+        if digits is not None:
+            out[mistake.name] = (np.asarray(digits).astype(np.int8), mistake.explanation)
+    return out
 
 
 def check_slice_rows(launch, slices: int = 7, *, tile=(128, 128), seed=None) -> None:
@@ -197,9 +163,9 @@ def check_slice_rows(launch, slices: int = 7, *, tile=(128, 128), seed=None) -> 
         if np.array_equal(body, want):
             continue
         msg = f"slices ({label}): " + _first_diff(body, want, "digits ")
-        for name, model in _digit_models(a, e, slices).items():
+        for name, (model, explanation) in _digit_models(a, slices).items():
             if np.array_equal(body, model):
-                msg += f"\nThe digits are exactly what this mistake gives: {name}.\nHint: {_DIGIT_HINTS[name]}"
+                msg += f"\nThe digits are exactly what this mistake gives: {name}.\nHint: {explanation}"
                 break
         else:
             wrong_slices = [t for t in range(slices) if not np.array_equal(body[t], want[t])]
@@ -213,27 +179,20 @@ def check_slice_rows(launch, slices: int = 7, *, tile=(128, 128), seed=None) -> 
 
 
 def _reconstruct_models(diags, ea, eb, alpha, beta, c):
-    s = diags.shape[0]
-    shift = ea.astype(np.int64)[:, None] + eb.astype(np.int64)[None, :]
-
-    def build(weight, beta_every=False, read_c=False, sh=shift):
-        out = np.array(c, dtype=np.float64, copy=True)
-        for d in range(s - 1, -1, -1):
-            x = np.ldexp(diags[d].astype(np.float64), sh + weight(d))
-            if d == s - 1 or beta_every:
-                out = alpha * x + (beta * out if (beta != 0 or read_c) else 0.0)
-            else:
-                out = alpha * x + out
-        return out
-
-    w = ref.diagonal_exponent
-    return {
-        "diagonal weights reversed (diagonal d weighs 2**(ea + eb - 12 - 8d))": build(lambda d: w(s - 1 - d)),
-        "beta applied to every diagonal (it applies once, with the first diagonal processed)": build(w, beta_every=True),
-        "the row exponent ea is missing from the shift": build(w, sh=np.zeros_like(shift) + eb[None, :]),
-        "the column exponent eb is missing from the shift": build(w, sh=np.zeros_like(shift) + ea[:, None]),
-        "the exponents are missing from the shift": build(w, sh=np.zeros_like(shift)),
-    }
+    """What the classic reconstruction mistakes give, as {name: (result, explanation)}: notebook
+    07.1's catalogue (``checks.ozaki.RECONSTRUCT_MISTAKES``) and, for kernels that look the exponents
+    up themselves, a row or column exponent left out."""
+    out = {}
+    for mistake in RECONSTRUCT_MISTAKES:
+        result = mistake.model(diags, ea, eb, alpha, beta, c)
+        if result is not None:
+            out[mistake.name] = (result, mistake.explanation)
+    zeros_a, zeros_b = np.zeros_like(ea), np.zeros_like(eb)
+    out["the row exponent ea is missing from the shift"] = (
+        ref.reconstruct(diags, zeros_a, eb, alpha, beta, c), "element (row, col) is scaled by 2**(ea[row] + eb[col] - 12 - 8d).")
+    out["the column exponent eb is missing from the shift"] = (
+        ref.reconstruct(diags, ea, zeros_b, alpha, beta, c), "element (row, col) is scaled by 2**(ea[row] + eb[col] - 12 - 8d).")
+    return out
 
 
 def _compare_float_result(name, got, want, magnitude, models):
@@ -246,10 +205,10 @@ def _compare_float_result(name, got, want, magnitude, models):
     i = tuple(int(x) for x in np.argwhere(wrong)[0])
     msg = (f"{name}: {int(wrong.sum())} of {want.size} elements are wrong; first at {list(i)}: expected "
            f"{want[i]:.17g}, got {got[i]:.17g} (allowed {allowed[i]:.2g})")
-    for mistake, model in models.items():
+    for mistake, (model, explanation) in models.items():
         with np.errstate(invalid="ignore"):
             if np.all(np.abs(got - model) <= 64 * ref.U64 * (np.abs(model) + magnitude)):
-                msg += f"\nThe result is exactly what this mistake gives: {mistake}."
+                msg += f"\nThe result is exactly what this mistake gives: {mistake}.\nHint: {explanation}"
                 break
     raise CheckFailed(msg)
 
@@ -402,6 +361,6 @@ def check_fused_kernel(make_kernel, slices: int = 7, *, config=None, seed=None) 
         want = ref.reconstruct(diags, ea, eb, alpha, beta, c_in)
         models = _reconstruct_models(diags, ea, eb, alpha, beta, c_in)
         for name, dm in _diagonal_models(da, db).items():
-            models[name] = ref.reconstruct(dm, ea, eb, alpha, beta, c_in)
+            models[name] = (ref.reconstruct(dm, ea, eb, alpha, beta, c_in), "see the loop over the terms.")
         _compare_float_result(label, got, want, np.abs(alpha) * magnitude + np.abs(beta * np.nan_to_num(c_in)), models)
     print(f"fused kernel: correct ({_shape_label()}; alpha and beta, beta = 0 with C unread)")
