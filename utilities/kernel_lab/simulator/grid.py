@@ -20,10 +20,12 @@ used with ``with``, inside the block only):
     (``seed``), and they take turns at every *scheduling point*: a global-memory atomic, a
     ``cuda.threadfence()``, a volatile read (``cuda.ldcv``), and the moment just after an atomic
     that changed memory (a *publication*). At each point the running block hands over to another
-    block waiting at one, chosen at random (``seed``). So right after a block publishes a flag,
-    another block may read it before the publisher's next instruction; and a block that reads a
-    value, then a flag, may find the flag set in between. Everything a block does between two
-    scheduling points still runs freely (Python threads).
+    block waiting at one (or not yet started), chosen at random (``seed``). So right after a block
+    publishes a flag, another block may read it before the publisher's next instruction; and a
+    block that reads a value, then a flag, may find the flag set in between. Only the block that
+    holds the turn runs between two scheduling points, and a block starts only when it is given
+    the turn, so a schedule is a function of its seed alone, not of how fast the machine's threads
+    happen to run: a check that exposes a mistake with one seed exposes it on every machine.
 
 Blocks whose threads spin on a flag that nobody will ever set keep passing scheduling points
 without anything changing in memory; after ``stall_limit`` such points in a row the launch stops
@@ -101,8 +103,11 @@ def block_order(grid_points, order, seed):
 class GridBaton:
     """Which block may pass its next scheduling point (interleaved schedules only)."""
 
-    def __init__(self, seed, stall_limit):
+    def __init__(self, seed, stall_limit, queue=(), resident=None):
         self.cond = threading.Condition()
+        self.queue = list(queue)  # runners not admitted yet, in start order
+        self.resident = resident or max(1, len(self.queue))
+        self.admitted = []  # runners admitted, in order (their driver threads are started from it)
         self.rng = random.Random(seed)
         self.holder = None  # the block (runner) that may pass scheduling points now
         self.waiting = {}  # runner -> number of its threads waiting at a scheduling point
@@ -114,11 +119,25 @@ class GridBaton:
         self.deferred = {}  # runner -> points other blocks pass before it may run again
 
     # --- blocks come and go -----------------------------------------------------------------
-    def started(self, runner):
-        with self.cond:
+    def _admit(self):
+        """Let blocks in while fewer than ``resident`` run (under the lock, so that the set of
+        blocks a turn can go to never depends on thread timing)."""
+        while self.queue and len(self.live) < self.resident:
+            runner = self.queue.pop(0)
             self.live.append(runner)
+            self.admitted.append(runner)
             if self.holder is None:
                 self.holder = runner
+
+    def started(self, runner):
+        """A block's threads are about to start: wait for its turn."""
+        with self.cond:
+            while self.holder is not runner and self.holder is not None:
+                if self.stall is not None:
+                    raise self.stall
+                if not self.cond.wait(2.0):
+                    self.holder = runner  # the holder spins without scheduling points: take over
+            self.holder = runner
             self.cond.notify_all()
 
     def finished(self, runner):
@@ -128,6 +147,7 @@ class GridBaton:
             self.waiting.pop(runner, None)
             self.deferred.pop(runner, None)
             self.quiet_points = 0
+            self._admit()
             if self.holder is runner:
                 self._hand_over(runner)
             self.cond.notify_all()
@@ -189,9 +209,12 @@ class GridBaton:
                     del self.waiting[runner]
 
     def _hand_over(self, runner):
-        """Give the baton to another block waiting at a scheduling point, chosen at random (seeded),
-        preferring blocks that have not just published; keep it if nobody else waits."""
-        others = sorted((r for r in self.waiting if r is not runner and self.waiting[r] > 0),
+        """Give the baton to another running block, chosen at random (seeded), preferring blocks
+        that have not just published; keep it if there is no other.
+
+        Every other running block waits, at a scheduling point or for its start (only the holder
+        runs), so the candidates are all of them, in a fixed order: the seed alone decides."""
+        others = sorted((r for r in self.live if r is not runner),
                         key=lambda r: r.block_number)  # a deterministic list for the seeded choice
         fresh = [r for r in others if r not in self.deferred]
         if fresh:
@@ -251,12 +274,11 @@ def run_grid(blocks, run_one):
     for rank, index in enumerate(starts):
         blocks[index][0].start_rank = rank
         blocks[index][0].block_number = index
-    baton = GridBaton(schedule.seed, schedule.stall_limit)
-    _current["baton"] = baton
-    # "reverse": one block at a time (a stall is still reported); "interleaved": many at once.
     resident = 1 if order == "reverse" else (schedule.resident or len(blocks))
+    baton = GridBaton(schedule.seed, schedule.stall_limit, [blocks[i][0] for i in starts], resident)
+    _current["baton"] = baton
+    index_of = {id(blocks[i][0]): i for i in starts}
     errors = {}
-    slots = threading.Semaphore(resident)
     drivers = []
 
     def drive(index):
@@ -271,17 +293,24 @@ def run_grid(blocks, run_one):
                 baton.cond.notify_all()
         finally:
             baton.finished(runner)
-            slots.release()
 
     try:
-        for index in starts:
-            slots.acquire()
-            if baton.stall is not None:
-                slots.release()
+        with baton.cond:
+            baton._admit()
+        launched = 0
+        while True:
+            with baton.cond:
+                while launched == len(baton.admitted) and baton.queue and baton.stall is None:
+                    baton.cond.wait(0.5)
+                fresh = baton.admitted[launched:]
+                done = not baton.queue or baton.stall is not None
+            for runner in fresh:
+                driver = threading.Thread(target=drive, args=(index_of[id(runner)],), daemon=True)
+                drivers.append(driver)
+                driver.start()
+            launched += len(fresh)
+            if done and launched == len(baton.admitted):
                 break
-            driver = threading.Thread(target=drive, args=(index,), daemon=True)
-            drivers.append(driver)
-            driver.start()
         for driver in drivers:
             driver.join()
     finally:
