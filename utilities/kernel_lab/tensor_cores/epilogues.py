@@ -22,6 +22,12 @@ Element-wise epilogues only need ``store``; the row softmax needs all three.
 
 Each factory returns an :class:`Epilogue`; its device functions are built on first use, so this
 module imports without Numba's CUDA target.
+
+The learner's own device functions plug in: ``bias_activation_from(fn)`` (``fn(value, bias)``),
+``quantize(fn)`` (``fn(acc, scale, zero_point)``) and ``row_softmax_partial(tile_m, build)``
+(``build(tile_m) -> (prepare, store, finish)``). The package's versions below are the reference
+implementations the probe scripts use; :mod:`kernel_lab.checks.tensor_cores` checks the learner's
+versions in a small SIMT harness (simulator or GPU) before they meet cuBLASDx.
 """
 
 from __future__ import annotations
@@ -138,7 +144,56 @@ def bias_activation(activation: str) -> Epilogue:
     return Epilogue(f"bias_{activation}", build, "float32", ("bias",))
 
 
-def quantize() -> Epilogue:
+def bias_activation_from(fn, name: str = "user_bias_activation") -> Epilogue:
+    """``out = fn(acc, bias[row])`` with the learner's device function ``fn(value, bias)``
+    (06.2's exercise): args ``(bias,)``."""
+
+    def build():
+        from numba import cuda
+
+        @cuda.jit(device=True, inline="always")
+        def store(out, bz, row, col, lrow, value, stats, args):
+            out[bz, row, col] = fn(value, args[0][row])
+
+        return _noop_prepare(), store, _noop_finish()
+
+    return Epilogue(_user_name(name, fn), build, "float32", ("bias",))
+
+
+def _user_name(name, fn) -> str:
+    """A kernel identity for a learner's function: redefining it in the notebook builds anew."""
+    return f"user_{name}_{id(fn):x}" if not name.startswith("user_") else f"{name}_{id(fn):x}"
+
+
+_MUL_RN = None
+
+
+def mul_rn():
+    """A float64 multiplication the compiler may not fuse with a following addition (``dmul_rn``).
+
+    On a GPU it is libdevice's ``__dmul_rn``; in the simulator (no libdevice, and Python never
+    fuses) a plain product. Call the returned device function as ``mul_rn(a, b)``."""
+    global _MUL_RN
+    if _MUL_RN is None:
+        from numba import cuda
+
+        from ..environment import on_simulator
+
+        if on_simulator():
+            @cuda.jit(device=True, inline="always")
+            def _mul(a, b):
+                return a * b
+        else:
+            from numba.cuda import libdevice
+
+            @cuda.jit(device=True, inline="always")
+            def _mul(a, b):
+                return libdevice.dmul_rn(a, b)
+        _MUL_RN = _mul
+    return _MUL_RN
+
+
+def quantize(fn=None) -> Epilogue:
     """int32 accumulator to int8: ``q = clamp(floor(acc * scale + 0.5) + zero_point, -128, 127)``,
     in float64, with the product rounded before the addition, as NumPy does: args ``(scale, zero_point)``.
 
@@ -149,21 +204,30 @@ def quantize() -> Epilogue:
 
     def build():
         from numba import cuda
-        from numba.cuda import libdevice
+
+        if fn is not None:  # the learner's fn(acc, scale, zero_point) -> code in [-128, 127]
+            @cuda.jit(device=True, inline="always")
+            def store(out, bz, row, col, lrow, value, stats, args):
+                out[bz, row, col] = fn(value, args[0], args[1])
+
+            return _noop_prepare(), store, _noop_finish()
+
+        mul = mul_rn()
 
         @cuda.jit(device=True, inline="always")
         def store(out, bz, row, col, lrow, value, stats, args):
             scale, zero_point = args
-            q = math.floor(libdevice.dmul_rn(float(value), float(scale)) + 0.5) + zero_point
+            q = math.floor(mul(float(value), float(scale)) + 0.5) + zero_point
             q = min(max(q, -128.0), 127.0)
             out[bz, row, col] = int(q)
 
         return _noop_prepare(), store, _noop_finish()
 
-    return Epilogue("quantize_int8", build, "int8", ("scale", "zero_point"))
+    name = "quantize_int8" if fn is None else _user_name("quantize_int8", fn)
+    return Epilogue(name, build, "int8", ("scale", "zero_point"))
 
 
-def row_softmax_partial(tile_m: int) -> Epilogue:
+def row_softmax_partial(tile_m: int, build_fn=None) -> Epilogue:
     """First half of a row softmax fused into the GEMM: args ``(alpha, row_max, row_sum)``.
 
     Each block sees only ``tile_n`` columns of a row, so it cannot normalise; it writes
@@ -175,7 +239,13 @@ def row_softmax_partial(tile_m: int) -> Epilogue:
 
     The sums use shared-memory atomics, whose order varies from run to run: results may differ in
     the last bit between runs (check with ``rerun=False``).
+
+    ``build_fn(tile_m) -> (prepare, store, finish)`` replaces the three device functions with the
+    learner's (06.2's exercise).
     """
+    if build_fn is not None:
+        return Epilogue(_user_name(f"row_softmax_partial_{tile_m}", build_fn), lambda: build_fn(tile_m), "float32",
+                        ("alpha", "row_max", "row_sum"), row_stats=True)
 
     def build():
         from numba import cuda

@@ -122,7 +122,7 @@ class CompiledKernel:
 
 @functools.lru_cache(maxsize=None)
 def _build_block_kernel(cfg: GemmConfig, epilogue: _epilogues.Epilogue, operand_a: str,
-                        fragment: str = "registers"):
+                        fragment: str = "registers", load_a=None, load_b=None):
     from numba import cuda
 
     nd, ndc = _nvmath()
@@ -171,7 +171,7 @@ def _build_block_kernel(cfg: GemmConfig, epilogue: _epilogues.Epilogue, operand_
     def fetch_a_matrix(a, bz, gr, gc, m, k, geo):
         """One element of A (as bits), or 0 past the edges."""
         if gr < m and gc < k:
-            return a[bz, gr, gc]
+            return a[bz if a.shape[0] > 1 else 0, gr, gc]  # a batch of one is shared (batch stride 0)
         return A_BITS(0)
 
     @cuda.jit(device=True, inline="always")
@@ -196,6 +196,23 @@ def _build_block_kernel(cfg: GemmConfig, epilogue: _epilogues.Epilogue, operand_
 
     fetch_a = fetch_a_im2col if IM2COL else fetch_a_matrix
 
+    # The learner's loaders (06.3's exercises), when given, replace the package's.
+    if load_a is not None and IM2COL:
+        @cuda.jit(device=True, inline="always")
+        def fetch_a_im2col_user(x, bz, gr, gc, m, k, geo):
+            v = A_BITS(0)
+            if gr < m and gc < k:
+                v = A_BITS(load_a(x, gr, gc, geo))
+            return v
+
+        fetch_a = fetch_a_im2col_user
+    elif load_a is not None:
+        @cuda.jit(device=True, inline="always")
+        def fetch_a_user(a, bz, gr, gc, m, k, geo):
+            return A_BITS(load_a(a, bz, gr, gc, m, k))
+
+        fetch_a = fetch_a_user
+
     @cuda.jit(device=True, inline="always")
     def round_tf32(bits):
         """float32 bits rounded to tf32 (10 mantissa bits): nearest, ties away from zero."""
@@ -210,7 +227,7 @@ def _build_block_kernel(cfg: GemmConfig, epilogue: _epilogues.Epilogue, operand_
     @cuda.jit(device=True, inline="always")
     def fetch_b_plain(b, bz, gr, gc, k, n):
         if gr < k and gc < n:
-            return b[bz, gr, gc]
+            return b[bz if b.shape[0] > 1 else 0, gr, gc]
         return BITS(0)
 
     @cuda.jit(device=True, inline="always")
@@ -218,7 +235,7 @@ def _build_block_kernel(cfg: GemmConfig, epilogue: _epilogues.Epilogue, operand_
         """B is int4 packed along N: byte (k, n // 2) holds column n even in its low nibble."""
         v = np.int8(0)
         if gr < k and gc < n:
-            byte = np.int32(b[bz, gr, gc >> 1])
+            byte = np.int32(b[bz if b.shape[0] > 1 else 0, gr, gc >> 1])
             nib = (byte >> 4) if (gc & 1) else (byte & 15)
             if nib >= 8:
                 nib -= 16
@@ -226,6 +243,21 @@ def _build_block_kernel(cfg: GemmConfig, epilogue: _epilogues.Epilogue, operand_
         return v
 
     fetch_b = fetch_b_int4 if INT4 else fetch_b_plain
+    if load_b is not None and INT4:
+        @cuda.jit(device=True, inline="always")
+        def fetch_b_int4_user(b, bz, gr, gc, k, n):
+            v = np.int8(0)
+            if gr < k and gc < n:
+                v = np.int8(load_b(b[bz if b.shape[0] > 1 else 0], gr, gc))
+            return v
+
+        fetch_b = fetch_b_int4_user
+    elif load_b is not None:
+        @cuda.jit(device=True, inline="always")
+        def fetch_b_user(b, bz, gr, gc, k, n):
+            return BITS(load_b(b, bz, gr, gc, k, n))
+
+        fetch_b = fetch_b_user
 
     @cuda.jit(device=True, inline="always")
     def load_regs(ra, rb, a, b, bz, row0, col0, k0, m, n, k, tid, geo):
@@ -371,10 +403,17 @@ class BlockGemm(CompiledKernel):
     ``fragment`` says how the kernel holds its results: ``"registers"`` (default: a plain register
     tensor that ``execute`` accumulates into) or ``"accumulator"`` (nvmath's accumulator object;
     same results, more generated code, kept as a cross-check).
+
+    ``load_a``/``load_b`` plug in the learner's element loaders (06.3), Numba device functions
+    checked first by :mod:`kernel_lab.checks.tensor_cores`: for plain operands
+    ``load(x, bz, row, col, rows, cols)`` (the element, or 0 outside ``rows x cols``; an operand
+    with a batch of one is shared), for ``operand_a="im2col"`` ``load_a(x, gr, gc, geo)`` and for
+    int4 ``load_b(packed, k, n)`` (one (K, N/2) batch of packed bytes). The kernel adds the bounds
+    tests for the last two.
     """
 
     def __init__(self, config: GemmConfig | None = None, epilogue: _epilogues.Epilogue | None = None, *,
-                 operand_a: str = "matrix", fragment: str = "registers"):
+                 operand_a: str = "matrix", fragment: str = "registers", load_a=None, load_b=None):
         self.config = config or GemmConfig()
         problems = self.config.problems()
         if problems:
@@ -387,7 +426,7 @@ class BlockGemm(CompiledKernel):
         self.operand_a = operand_a
         self.fragment = fragment
         self.MM, self.dispatcher, self.acc_dtype = _build_block_kernel(self.config, self.epilogue, operand_a,
-                                                                       fragment)
+                                                                       fragment, load_a, load_b)
         self.compile_seconds = None
 
     @property
@@ -450,16 +489,14 @@ class BlockGemm(CompiledKernel):
 # Row softmax, second pass
 
 
-@functools.lru_cache(maxsize=None)
-def _softmax_finish_kernel(tile_n: int):
+def softmax_second_pass():
+    """The package's second pass, as the device function a learner writes in 06.2:
+    ``second_pass(out, row_max, row_sum, bz, r, n, tile_n, tid, nthreads)`` rescales row ``r`` of
+    batch ``bz`` of ``out`` in place, each thread the columns ``tid, tid + nthreads, ...``."""
     from numba import cuda
 
-    @cuda.jit
-    def finish(out, row_max, row_sum, m, n):
-        r = cuda.blockIdx.x
-        bz = cuda.blockIdx.y
-        if r >= m:
-            return
+    @cuda.jit(device=True, inline="always")
+    def second_pass(out, row_max, row_sum, bz, r, n, tile_n, tid, nthreads):
         tiles = row_max.shape[2]
         g = row_max[bz, r, 0]
         for t in range(1, tiles):
@@ -468,19 +505,38 @@ def _softmax_finish_kernel(tile_n: int):
         for t in range(tiles):
             s += row_sum[bz, r, t] * math.exp(row_max[bz, r, t] - g)
         inv = 1.0 / s
-        for c in range(cuda.threadIdx.x, n, cuda.blockDim.x):
+        for c in range(tid, n, nthreads):
             out[bz, r, c] = out[bz, r, c] * (math.exp(row_max[bz, r, c // tile_n] - g) * inv)
+
+    return second_pass
+
+
+@functools.lru_cache(maxsize=None)
+def _softmax_finish_kernel(tile_n: int, second_pass=None):
+    """One block per (row, batch); ``second_pass`` is a device function (the package's if None).
+    Plain Numba, no cuBLASDx: it also runs in the simulator (the checks use it as their harness)."""
+    from numba import cuda
+
+    body = second_pass if second_pass is not None else softmax_second_pass()
+
+    @cuda.jit
+    def finish(out, row_max, row_sum, m, n):
+        r = cuda.blockIdx.x
+        bz = cuda.blockIdx.y
+        if r < m:
+            body(out, row_max, row_sum, bz, r, n, tile_n, cuda.threadIdx.x, cuda.blockDim.x)
 
     return finish
 
 
-def softmax_finish(out, row_max, row_sum, tile_n: int, threads: int = 256):
-    """Second pass of the fused row softmax: rescale each block's columns (see epilogues)."""
+def softmax_finish(out, row_max, row_sum, tile_n: int, threads: int = 256, second_pass=None):
+    """Second pass of the fused row softmax: rescale each block's columns (see epilogues).
+    ``second_pass``: the learner's device function (06.2), else the package's."""
     out3 = _validate.as_batched(as_device(out), "out")
     rm = _validate.as_batched(as_device(row_max), "row_max")
     rs = _validate.as_batched(as_device(row_sum), "row_sum")
     batch, m, n = out3.shape
-    _softmax_finish_kernel(tile_n)[(m, batch), threads](out3, rm, rs, np.int32(m), np.int32(n))
+    _softmax_finish_kernel(tile_n, second_pass)[(m, batch), threads](out3, rm, rs, np.int32(m), np.int32(n))
     return out
 
 

@@ -12,6 +12,11 @@ UUID), the kernel family and its version, the problem shape and the dtypes. A se
 same key returns the stored best without timing anything; a new GPU, shape, dtype or kernel
 version tunes again. Pure Python: the timing function is the only part that touches a GPU, so
 the tuner is unit-tested with a fake one.
+
+Its two decisions are plain functions a learner can write (06.4) and pass in:
+``Tuner(..., search=fn)`` with ``fn(candidates, time_ms) -> (best_trial, trials)`` (see
+:func:`search`) and ``Tuner(..., lookup=fn)`` with ``fn(entries, key, candidates) -> config or
+None`` (see :func:`find_cached`); :mod:`kernel_lab.checks.tensor_cores` checks both.
 """
 
 from __future__ import annotations
@@ -87,14 +92,60 @@ class TuneResult:
         return "\n".join(rows)
 
 
+def _error_text(exc) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+
+
+def search(candidates, time_ms, log=None):
+    """Time every candidate once; return ``(best_trial, trials)``.
+
+    A candidate whose timing raises, or returns something that is not a positive finite time, is
+    recorded as failed (``Trial(config, None, error)``) and the search goes on; the best is the
+    fastest of the others. Raises ``RuntimeError`` when every candidate failed."""
+    trials = []
+    for cand in candidates:
+        try:
+            ms = float(time_ms(cand))
+            if not math.isfinite(ms) or ms <= 0:
+                raise ValueError(f"the timing function returned {ms!r}, not a positive time")
+            trials.append(Trial(cand, ms))
+        except Exception as exc:  # noqa: BLE001 - a failing candidate must not stop the search
+            trials.append(Trial(cand, None, _error_text(exc)))
+        if log:
+            log(trials[-1])
+    ok = [t for t in trials if t.ms is not None]
+    if not ok:
+        errors = "; ".join(f"{_label(t.config)}: {t.error}" for t in trials[:3])
+        raise RuntimeError(f"every candidate failed ({len(trials)}); first errors: {errors}")
+    return min(ok, key=lambda t: t.ms), trials
+
+
+def find_cached(entries: dict, key: str, candidates):
+    """The cached winner for exactly ``key``, as one of ``candidates``; None when there is no entry
+    for this key or its winner is no longer a candidate (then the caller tunes again)."""
+    entry = entries.get(key)
+    if entry is None:
+        return None
+    for cand in candidates:
+        try:
+            if config_to_dict(cand) == entry["best"]:
+                return cand
+        except KernelLabArgumentError:
+            continue
+    return None
+
+
 class Tuner:
-    def __init__(self, family: str, *, kernel_version: str, cache_dir=None, gpu: str | None = None):
+    def __init__(self, family: str, *, kernel_version: str, cache_dir=None, gpu: str | None = None,
+                 search=None, lookup=None):
         if not family or not isinstance(family, str):
             raise KernelLabArgumentError("family must be a non-empty string naming the kernel family")
         self.family = family
         self.kernel_version = str(kernel_version)
         self.path = cache_file(cache_dir)
         self.gpu = gpu
+        self.search = search  # the learner's search(candidates, time_ms), or None for search()
+        self.find = lookup  # the learner's lookup(entries, key, candidates), or None for find_cached()
 
     def key(self, shape, dtypes, extra=None) -> str:
         """The cache key: GPU, kernel family and version, shape, dtypes (and anything in ``extra``)."""
@@ -154,28 +205,20 @@ class Tuner:
             raise KernelLabArgumentError("tune() needs at least one candidate configuration")
         key = self.key(shape, dtypes, extra)
         if not refresh:
-            entry = self.lookup(key)
-            if entry is not None:
-                best = self._rebuild(entry["best"], candidates, make_config)
-                if best is not None:
-                    return TuneResult(best, entry.get("best_ms"), key, True)
+            entries = self._load()
+            if self.find is not None:
+                best = self.find(entries, key, candidates)
+            elif key in entries:
+                best = self._rebuild(entries[key]["best"], candidates, make_config)
+            else:
+                best = None
+            if best is not None:
+                return TuneResult(best, entries.get(key, {}).get("best_ms"), key, True)
         start = time.perf_counter()
-        trials = []
-        for cand in candidates:
-            try:
-                ms = float(time_ms(cand))
-                if not math.isfinite(ms) or ms <= 0:
-                    raise ValueError(f"the timing function returned {ms!r}, not a positive time")
-                trials.append(Trial(cand, ms))
-            except Exception as exc:  # noqa: BLE001 - a failing candidate must not stop the search
-                trials.append(Trial(cand, None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"))
-            if log:
-                log(trials[-1])
-        ok = [t for t in trials if t.ms is not None]
-        if not ok:
-            errors = "; ".join(f"{_label(t.config)}: {t.error}" for t in trials[:3])
-            raise RuntimeError(f"every candidate failed ({len(trials)}); first errors: {errors}")
-        best = min(ok, key=lambda t: t.ms)
+        if self.search is not None:
+            best, trials = self.search(candidates, time_ms)
+        else:
+            best, trials = search(candidates, time_ms, log)
         entries = self._load()
         entries[key] = {"best": config_to_dict(best.config), "best_ms": best.ms,
                         "trials": [{"config": config_to_dict(t.config), "ms": t.ms, "error": t.error} for t in trials],
