@@ -20,8 +20,10 @@ gathered in shared memory:
 pass 1. ``args`` is a tuple the launcher passes through unchanged (scalars and arrays).
 Element-wise epilogues only need ``store``; the row softmax needs all three.
 
-Each factory returns an :class:`Epilogue`; its device functions are built on first use, so this
-module imports without Numba's CUDA target.
+Each factory returns an :class:`Epilogue`; its device functions are built on first use. ``cuda`` is
+a module global (imported after ``kernel_lab`` chose GPU or simulator), not a local name: the
+simulator swaps its fake ``cuda`` module into a device function's globals only, so the epilogues
+also run there (module 06's checks use them as references).
 
 The learner's own device functions plug in: ``bias_activation_from(fn)`` (``fn(value, bias)``),
 ``quantize(fn)`` (``fn(acc, scale, zero_point)``) and ``row_softmax_partial(tile_m, build)``
@@ -34,6 +36,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+
+from numba import cuda  # kernel_lab, the parent package, has chosen GPU or simulator
 
 ACTIVATIONS = ("identity", "relu", "sigmoid", "tanh", "gelu")
 
@@ -60,8 +64,6 @@ _BUILT: dict = {}
 
 
 def _noop_prepare():
-    from numba import cuda
-
     @cuda.jit(device=True, inline="always")
     def prepare(lrow, value, stats, args):
         pass
@@ -70,8 +72,6 @@ def _noop_prepare():
 
 
 def _noop_finish():
-    from numba import cuda
-
     @cuda.jit(device=True, inline="always")
     def finish(stats, bz, row0, tile_col, tid, m, args):
         pass
@@ -83,8 +83,6 @@ def identity() -> Epilogue:
     """``out = acc`` (float32 or int32, as the accumulator)."""
 
     def build():
-        from numba import cuda
-
         @cuda.jit(device=True, inline="always")
         def store(out, bz, row, col, lrow, value, stats, args):
             out[bz, row, col] = value
@@ -98,8 +96,6 @@ def linear() -> Epilogue:
     """``out = alpha * acc + beta * C + gamma * bias[row]``: args ``(alpha, beta, gamma, c, bias)``."""
 
     def build():
-        from numba import cuda
-
         @cuda.jit(device=True, inline="always")
         def store(out, bz, row, col, lrow, value, stats, args):
             alpha, beta, gamma, c, bias = args
@@ -117,8 +113,6 @@ def bias_activation(activation: str) -> Epilogue:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
 
     def build():
-        from numba import cuda
-
         k0 = math.sqrt(2.0 / math.pi)
 
         @cuda.jit(device=True, inline="always")
@@ -149,8 +143,6 @@ def bias_activation_from(fn, name: str = "user_bias_activation") -> Epilogue:
     (06.2's exercise): args ``(bias,)``."""
 
     def build():
-        from numba import cuda
-
         @cuda.jit(device=True, inline="always")
         def store(out, bz, row, col, lrow, value, stats, args):
             out[bz, row, col] = fn(value, args[0][row])
@@ -175,8 +167,6 @@ def mul_rn():
     fuses) a plain product. Call the returned device function as ``mul_rn(a, b)``."""
     global _MUL_RN
     if _MUL_RN is None:
-        from numba import cuda
-
         from ..environment import on_simulator
 
         if on_simulator():
@@ -203,8 +193,6 @@ def quantize(fn=None) -> Epilogue:
     ``dmul_rn`` is a multiplication the compiler may not fuse."""
 
     def build():
-        from numba import cuda
-
         if fn is not None:  # the learner's fn(acc, scale, zero_point) -> code in [-128, 127]
             @cuda.jit(device=True, inline="always")
             def store(out, bz, row, col, lrow, value, stats, args):
@@ -248,8 +236,6 @@ def row_softmax_partial(tile_m: int, build_fn=None) -> Epilogue:
                         ("alpha", "row_max", "row_sum"), row_stats=True)
 
     def build():
-        from numba import cuda
-
         @cuda.jit(device=True, inline="always")
         def prepare(lrow, value, stats, args):
             alpha = args[0]

@@ -44,6 +44,7 @@ import math
 import time
 
 import numpy as np
+from numba import cuda  # kernel_lab, the parent package, has chosen GPU or simulator
 
 from . import configs as _configs
 from . import epilogues as _epilogues
@@ -493,7 +494,6 @@ def softmax_second_pass():
     """The package's second pass, as the device function a learner writes in 06.2:
     ``second_pass(out, row_max, row_sum, bz, r, n, tile_n, tid, nthreads)`` rescales row ``r`` of
     batch ``bz`` of ``out`` in place, each thread the columns ``tid, tid + nthreads, ...``."""
-    from numba import cuda
 
     @cuda.jit(device=True, inline="always")
     def second_pass(out, row_max, row_sum, bz, r, n, tile_n, tid, nthreads):
@@ -514,8 +514,8 @@ def softmax_second_pass():
 @functools.lru_cache(maxsize=None)
 def _softmax_finish_kernel(tile_n: int, second_pass=None):
     """One block per (row, batch); ``second_pass`` is a device function (the package's if None).
-    Plain Numba, no cuBLASDx: it also runs in the simulator (the checks use it as their harness)."""
-    from numba import cuda
+    Plain Numba, no cuBLASDx: it also runs in the simulator, where ``cuda`` must be this module's
+    global (the simulator swaps its fake module into globals, not into local names)."""
 
     body = second_pass if second_pass is not None else softmax_second_pass()
 

@@ -1,0 +1,756 @@
+"""Checks for module 06: the learner's device functions, before they meet cuBLASDx.
+
+In module 06 the learner writes the parts of the tensor-core GEMMs that carry each notebook's idea
+as small Numba device functions, and the package's kernels take them as parameters (the epilogue
+functions of 06.2, the loaders of 06.3, the tuner's decisions of 06.4). A device function does not
+need a tensor core to be tested: each check below runs it inside a small SIMT harness kernel (in
+the CUDA simulator on a CPU, or on the GPU), compares with a float64 NumPy reference, prints one
+deterministic line on success and raises :class:`kernel_lab.CheckFailed` naming the mistake:
+
+* :func:`check_bias_gelu`: ``fn(value, bias)``; names a missing bias, the erf GELU, a missing 1/2
+  or cubic term, the activation before the bias;
+* :func:`check_quantize`: ``fn(acc, scale, zero_point)``; names one fused multiply-add (a product
+  not rounded before the +0.5), round half to even or away from zero, truncation toward zero,
+  float32 arithmetic, a missing clamp;
+* :func:`check_softmax_partial`: ``build(tile_m) -> (prepare, store, finish)``; names a softmax
+  without the row max, a max without alpha, partials not written for every row;
+* :func:`check_softmax_second_pass`: ``second_pass(out, row_max, row_sum, bz, r, n, tile_n, tid,
+  nthreads)``; names a row sum that is one block's, or not rescaled by ``exp(m_b - M)``;
+* :func:`check_im2col_load`: ``load(x, gr, gc, geo)``; names the padding border (off by one, or
+  not zero), a missing ``- P``, the row and column orders;
+* :func:`check_int4_load`: ``load(packed, k, n)``; names a missing or wrong sign extension and the
+  nibble order;
+* :func:`check_batched_load`: ``load(x, bz, row, col, rows, cols)``; names the batch stride of a
+  shared operand, a batch index that is ignored, a missing zero fill, rows and columns swapped;
+* :func:`check_tuner_search` and :func:`check_cache_lookup`: plain Python, the tuner's two
+  decisions (06.4).
+
+Sizes are tiny on purpose (the simulator runs one Python thread per GPU thread).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import math
+import textwrap
+
+import numpy as np
+from numba import cuda  # kernel_lab (imported first, as the package's parent) chose GPU or simulator
+
+from ..check import CheckFailed, is_poison, poisoned_host
+from ..environment import on_simulator
+from ..validate import KernelLabArgumentError, require_callable
+
+# ================================================================================================
+# plumbing
+
+
+def _device_function(fn, what: str):
+    require_callable(fn, what)
+    if not hasattr(fn, "py_func"):
+        raise KernelLabArgumentError(f"{what} must be a Numba device function: decorate it with "
+                                     f"@cuda.jit(device=True)")
+    return fn
+
+
+def _poisoned(shape, dtype):
+    n = int(np.prod(shape))
+    return cuda.to_device(poisoned_host(n, dtype).reshape(shape))
+
+
+def _launch(name, kernel, grid, block, *args):
+    """Run a harness kernel; a Python error inside the learner's function becomes a CheckFailed."""
+    try:
+        kernel[grid, block](*args)
+        cuda.synchronize()
+    except CheckFailed:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the learner's code raised inside the harness
+        text = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        if "NoneType" in text or isinstance(exc, NotImplementedError):
+            raise CheckFailed(f"{name}: the exercise is not done yet (the function returns nothing: {text})") from None
+        raise CheckFailed(f"{name}: the device function raised {text}") from exc
+
+
+def _close(got, want, rtol, atol):
+    got = np.asarray(got, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return bool(np.all(np.abs(got - want) <= atol + rtol * np.abs(want)))
+
+
+def _first_wrong(got, want, rtol, atol):
+    got = np.asarray(got, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.abs(got - want) <= atol + rtol * np.abs(want))
+    idx = tuple(int(i) for i in np.argwhere(bad)[0])
+    return int(bad.sum()), idx
+
+
+def _diagnose(name, got, want, hypotheses, rtol, atol, where=""):
+    """Raise naming the first hypothesis (``(message, expected_if_that_mistake)``) that matches."""
+    for message, alt in hypotheses:
+        if alt is not None and _close(got, alt, rtol, atol):
+            raise CheckFailed(f"{name}: {message}")
+    count, idx = _first_wrong(got, want, rtol, atol)
+    raise CheckFailed(f"{name}: {count} of {np.size(want)} values wrong{where}; first at {idx}: got "
+                      f"{np.asarray(got)[idx]!r}, expected {want[idx]!r}")
+
+
+# ================================================================================================
+# 06.2: bias + GELU
+
+
+_K0 = math.sqrt(2.0 / math.pi)
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(_K0 * (x + 0.044715 * x**3)))
+
+
+def _gelu_erf(x):
+    from math import erf
+
+    return 0.5 * x * (1.0 + np.vectorize(erf)(x / math.sqrt(2.0)))
+
+
+def check_bias_gelu(fn, *, name: str = "bias + GELU epilogue", seed: int = 0) -> None:
+    """``fn(value, bias)`` must return ``gelu(value + bias)``, GELU in the tanh form of cuBLASLt's
+    ``GELU_BIAS``: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``. Float32 accuracy."""
+    fn = _device_function(fn, "fn")
+
+    @cuda.jit
+    def harness(acc, bias, out):
+        i = cuda.grid(1)
+        if i < acc.size:
+            r = i // acc.shape[1]
+            c = i - r * acc.shape[1]
+            out[r, c] = fn(acc[r, c], bias[r])
+
+    rng = np.random.default_rng(seed)
+    m, n = 7, 19
+    acc = np.concatenate([np.linspace(-6, 6, 61), rng.uniform(-8, 8, m * n - 61)]).astype(np.float32).reshape(m, n)
+    bias = rng.uniform(-1.5, 1.5, m).astype(np.float32)
+    out = _poisoned((m, n), np.float32)
+    _launch(name, harness, -(-m * n // 64), 64, cuda.to_device(acc), cuda.to_device(bias), out)
+    got = out.copy_to_host()
+    if np.isnan(got).all():
+        raise CheckFailed(f"{name}: the exercise is not done yet (fn returns nothing)")
+    if is_poison(got).any():
+        raise CheckFailed(f"{name}: {int(is_poison(got).sum())} of {m * n} outputs never written: fn must return "
+                          f"the value (the epilogue stores it)")
+    a64, b64 = acc.astype(np.float64), bias.astype(np.float64)[:, None]
+    x = a64 + b64
+    want = _gelu_tanh(x)
+    rtol, atol = 2e-5, 2e-6 * (1.0 + np.abs(x))
+    if _close(got, want, rtol, atol):
+        print(f"{name}: correct ({m * n} values, x from {x.min():.1f} to {x.max():.1f})")
+        return
+    _diagnose(name, got, want, [
+        ("the bias is missing: the activation applies to value + bias", _gelu_tanh(a64)),
+        ("the bias is added after the activation: it goes inside, gelu(value + bias)", _gelu_tanh(a64) + b64),
+        ("this is the exact (erf) GELU; cuBLASLt's GELU_BIAS, the peer, uses the tanh approximation "
+         "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))", _gelu_erf(x)),
+        ("the factor 1/2 is missing: 0.5 * x * (1 + tanh(...))", 2 * want),
+        ("the cubic term is missing: tanh(sqrt(2/pi) * (x + 0.044715 * x**3))", 0.5 * x * (1 + np.tanh(_K0 * x))),
+        ("this is ReLU, not GELU", np.maximum(x, 0)),
+    ], rtol, atol)
+
+
+# ================================================================================================
+# 06.2: the quantizing epilogue
+
+
+def _fused_floor(acc: int, scale: float) -> int:
+    """floor(acc * scale + 0.5) with the product *not* rounded: what one FMA computes."""
+    from fractions import Fraction
+
+    return math.floor(float(Fraction(acc) * Fraction(scale) + Fraction(1, 2)))
+
+
+def _fma_sources(py_func) -> str | None:
+    """Why the compiler would fuse this function's multiply and add, or None.
+
+    The simulator never fuses (Python rounds every operation), so on a CPU the mistake is found in
+    the source: a product ``*`` whose result feeds an addition or subtraction, or ``cuda.fma``."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(py_func)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    products = set()  # names assigned from an expression containing a product
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            fname = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if fname == "fma":
+                return "it calls fma(): one rounding, where the reference rounds the product first"
+        if isinstance(node, ast.Assign) and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)
+                                                for n in ast.walk(node.value)):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    products.add(t.id)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            for side in (node.left, node.right):
+                if isinstance(side, ast.BinOp) and isinstance(side.op, ast.Mult):
+                    return "a product feeds an addition ('acc * scale + 0.5')"
+                if isinstance(side, ast.Name) and side.id in products:
+                    return f"'{side.id}', a product, feeds an addition"
+    return None
+
+
+def _quantize_cases():
+    """(acc, scale, zero_point, label) rows that separate the classic mistakes."""
+    rows = []
+    for acc in range(-41, 42, 2):  # exact ties x = k + 0.5, both signs
+        rows.append((acc, 0.5, 0, "tie"))
+    rng = np.random.default_rng(7)
+    for acc in rng.integers(-60000, 60000, 40):  # ordinary values, negative ones too
+        rows.append((int(acc), 1.0 / 1000.0, 5, "plain"))
+    for acc in (10**6, -(10**6), 3 * 10**6, -7 * 10**6):  # beyond int8: the clamp
+        rows.append((acc, 1.0 / 1000.0, -3, "clamp"))
+    for d in (-3, -1, 3):  # int32 sums above 2^24: float32 cannot hold them
+        rows.append(((1 << 26) + (1 << 18) + d, 2.0**-19, -100, "float32"))
+        rows.append((-((1 << 26) + (1 << 18)) + d, 2.0**-19, 100, "float32"))
+    for d in (2000, 6000, 10000, 14000, 18000, 26000):  # products a hair past -0.5: FMA and two roundings differ
+        s = 1.0 / d
+        from fractions import Fraction
+
+        if Fraction(s) > Fraction(1, d):
+            rows.append((-d // 2, s, 0, "fma"))
+    return rows
+
+
+def check_quantize(fn, *, name: str = "quantizing epilogue") -> None:
+    """``fn(acc, scale, zero_point)`` must return ``clamp(floor(acc * scale + 0.5) + zero_point,
+    -128, 127)`` exactly as NumPy computes it: in float64, the product rounded *before* the
+    addition (``epilogues.mul_rn()``), ties rounded up."""
+    fn = _device_function(fn, "fn")
+
+    @cuda.jit
+    def harness(acc, scale, zp, out):
+        i = cuda.grid(1)
+        if i < acc.size:
+            out[i] = fn(acc[i], scale[i], zp[i])
+
+    rows = _quantize_cases()
+    acc = np.array([r[0] for r in rows], np.int32)
+    scale = np.array([r[1] for r in rows], np.float64)
+    zp = np.array([r[2] for r in rows], np.int32)
+    label = np.array([r[3] for r in rows])
+    out = _poisoned(acc.size, np.int32)
+    _launch(name, harness, -(-acc.size // 64), 64, cuda.to_device(acc), cuda.to_device(scale), cuda.to_device(zp), out)
+    got = out.copy_to_host().astype(np.int64)
+    x = acc.astype(np.float64) * scale
+    clamp = lambda q: np.clip(q, -128, 127)  # noqa: E731
+    want = clamp(np.floor(x + 0.5) + zp)
+    fused = clamp(np.array([_fused_floor(int(a), float(s)) for a, s in zip(acc, scale)]) + zp)
+    x32 = acc.astype(np.float32).astype(np.float64) * scale
+    hypotheses = [
+        ("it rounds with one fused multiply-add (FMA): the product acc * scale must be rounded before the + 0.5 "
+         "(write the product with mul_rn(a, b), epilogues.mul_rn(), which the compiler cannot fuse)",
+         fused),
+        ("it rounds half to even (round/rint); the reference rounds ties up: floor(x + 0.5)",
+         clamp(np.rint(x) + zp)),
+        ("it rounds half away from zero; the reference rounds ties up, -2.5 to -2: floor(x + 0.5)",
+         clamp(np.sign(x) * np.floor(np.abs(x) + 0.5) + zp)),
+        ("it truncates toward zero (int(x + 0.5)); negative values need floor: math.floor(x + 0.5)",
+         clamp(np.trunc(x + 0.5) + zp)),
+        ("it computes in float32: an int32 sum above 2^24 loses its low bits; compute in float64",
+         clamp(np.floor(x32 + 0.5) + zp)),
+        ("the clamp to [-128, 127] is missing", np.floor(x + 0.5) + zp),
+        ("the zero point is missing", clamp(np.floor(x + 0.5))),
+    ]
+    if not np.array_equal(got, want):
+        for message, alt in hypotheses:
+            if np.array_equal(got, alt):
+                raise CheckFailed(f"{name}: {message}")
+        bad = np.flatnonzero(got != want)
+        i = int(bad[0])
+        kinds = sorted(set(label[bad]))
+        raise CheckFailed(f"{name}: {bad.size} of {got.size} codes wrong (cases: {', '.join(kinds)}); first: acc = "
+                          f"{acc[i]}, scale = {scale[i]!r}, zero_point = {zp[i]}: got {got[i]}, expected {want[i]}")
+    if on_simulator():  # Python never fuses: the simulator cannot show the FMA mistake, the source can
+        why = _fma_sources(fn.py_func)
+        if why:
+            raise CheckFailed(f"{name}: on a GPU the compiler fuses this multiply and add into one FMA ({why}); "
+                              f"it rounds once, and codes next to a half-integer come out one lower. Multiply "
+                              f"with mul_rn(a, b) (epilogues.mul_rn()), a product the compiler may not fuse")
+    print(f"{name}: correct, bit for bit ({got.size} codes: ties, negatives, clamps, sums above 2^24)")
+
+
+# ================================================================================================
+# 06.2: the row softmax, first pass (three epilogue functions) and second pass
+
+
+def _softmax_inputs(batch=2, m=13, n=37, seed=3):
+    rng = np.random.default_rng(seed)
+    acc = (3 * rng.standard_normal((batch, m, n))).astype(np.float32)
+    acc[0, 3] += 400.0  # alpha * acc near 200: exp overflows float32 without the row max
+    acc[1, 5] -= 400.0  # near -200: every exp underflows to 0 without it
+    acc[1, 8, 20:] += 40.0  # one tile of this row far above the others: the rescale matters
+    return acc, 0.5
+
+
+def _softmax_partials(acc, alpha, tile_n):
+    """What the first pass must leave: exp(alpha acc - m_b), and per tile m_b and s_b."""
+    batch, m, n = acc.shape
+    tiles = -(-n // tile_n)
+    x = alpha * acc.astype(np.float64)
+    mb = np.empty((batch, m, tiles))
+    for t in range(tiles):
+        mb[:, :, t] = x[:, :, t * tile_n:(t + 1) * tile_n].max(axis=2)
+    mcol = np.repeat(mb, tile_n, axis=2)[:, :, :n]
+    e = np.exp(x - mcol)
+    sb = np.stack([e[:, :, t * tile_n:(t + 1) * tile_n].sum(axis=2) for t in range(tiles)], axis=2)
+    return x, e, mb, sb
+
+
+def check_softmax_partial(build, *, name: str = "row softmax, first pass", tile_m: int = 8, tile_n: int = 16,
+                          threads: int = 32) -> None:
+    """``build(tile_m)`` returns the epilogue functions ``(prepare, store, finish)`` of
+    :func:`kernel_lab.tensor_cores.epilogues.row_softmax_partial` (args ``(alpha, row_max,
+    row_sum)``). The harness calls them as the GEMM does, on a ragged batch of tiles, with a
+    partition of the tile among the threads of its own."""
+    require_callable(build, "build")
+    fns = build(tile_m)
+    if not (isinstance(fns, tuple) and len(fns) == 3):
+        raise KernelLabArgumentError(f"build(tile_m) must return (prepare, store, finish), got {fns!r}")
+    prepare, store, finish = (_device_function(f, w) for f, w in zip(fns, ("prepare", "store", "finish")))
+    TM, TN, NT = tile_m, tile_n, threads
+
+    @cuda.jit
+    def harness(acc, out, row_max, row_sum, m, n, alpha):
+        stats = cuda.shared.array(shape=(2 * TM,), dtype=np.float32)
+        tid = cuda.threadIdx.x
+        for i in range(tid, 2 * TM, NT):
+            stats[i] = -math.inf if i < TM else np.float32(0)
+        cuda.syncthreads()
+        row0 = cuda.blockIdx.x * TM
+        col0 = cuda.blockIdx.y * TN
+        bz = cuda.blockIdx.z
+        args = (alpha, row_max, row_sum)
+        for i in range(tid, TM * TN, NT):
+            lr = i // TN
+            lc = i - lr * TN
+            if row0 + lr < m and col0 + lc < n:
+                prepare(lr, acc[bz, row0 + lr, col0 + lc], stats, args)
+        cuda.syncthreads()
+        for i in range(tid, TM * TN, NT):
+            lr = i // TN
+            lc = i - lr * TN
+            if row0 + lr < m and col0 + lc < n:
+                store(out, bz, row0 + lr, col0 + lc, lr, acc[bz, row0 + lr, col0 + lc], stats, args)
+        cuda.syncthreads()
+        finish(stats, bz, row0, cuda.blockIdx.y, tid, m, args)
+
+    acc, alpha = _softmax_inputs()
+    batch, m, n = acc.shape
+    tiles = -(-n // TN)
+    out = _poisoned(acc.shape, np.float32)
+    rmax = _poisoned((batch, m, tiles), np.float32)
+    rsum = _poisoned((batch, m, tiles), np.float32)
+    _launch(name, harness, (-(-m // TM), tiles, batch), NT, cuda.to_device(acc), out, rmax, rsum,
+            np.int32(m), np.int32(n), alpha)
+    got, gmax, gsum = out.copy_to_host(), rmax.copy_to_host(), rsum.copy_to_host()
+    x, e, mb, sb = _softmax_partials(acc, alpha, TN)
+    if is_poison(gmax).any() or is_poison(gsum).any():
+        b, r, t = (int(i) for i in np.argwhere(is_poison(gmax) | is_poison(gsum))[0])
+        raise CheckFailed(f"{name}: finish left row_max/row_sum[{b}, {r}, {t}] unwritten: every row of the tile "
+                          f"(thread tid < tile_m, when row0 + tid < m) writes its statistics at column tile_col")
+    if is_poison(got).any():
+        idx = tuple(int(i) for i in np.argwhere(is_poison(got))[0])
+        raise CheckFailed(f"{name}: store left out{list(idx)} unwritten")
+    finite = np.isfinite(got)
+    normal = np.ones(acc.shape[:2], bool)
+    normal[0, 3] = normal[1, 5] = False
+    if not finite.all() or _close(got[normal], np.exp(x[normal]), 1e-4, 1e-30):
+        raise CheckFailed(f"{name}: a softmax without the row max: store must write exp(alpha * acc - m_b) with "
+                          f"m_b = stats[lrow], the maximum prepare gathered (exp(200) overflows float32: "
+                          f"{int((~finite).sum())} values are inf or nan)")
+    if not _close(gmax, mb, 1e-6, 1e-6):
+        accmax = np.stack([acc[:, :, t * TN:(t + 1) * TN].max(axis=2) for t in range(tiles)], axis=2)
+        if _close(gmax, accmax, 1e-6, 1e-6):
+            raise CheckFailed(f"{name}: row_max holds the maximum of acc; it must be the maximum of alpha * acc, "
+                              f"the argument of the exponent")
+        _diagnose(name, gmax, mb, [], 1e-6, 1e-6, " in row_max (the maximum of alpha * acc over this block's "
+                  "columns of the row)")
+    if not _close(got, e, 1e-4, 1e-30):
+        _diagnose(name, got, e, [], 1e-4, 1e-30, " in out (exp(alpha * acc - m_b))")
+    if not _close(gsum, sb, 1e-4, 1e-30):
+        _diagnose(name, gsum, sb, [("row_sum holds the number of columns: add the exponentials, not 1",
+                                    np.stack([np.minimum(n - t * TN, TN) * np.ones((batch, m)) for t in range(tiles)], 2))],
+                  1e-4, 1e-30, " in row_sum (the sum of the values store wrote)")
+    print(f"{name}: correct ({batch} x {m} x {n} in {tile_m} x {tile_n} tiles; rows reaching exp(+-200) included)")
+
+
+def check_softmax_second_pass(second_pass, *, name: str = "row softmax, second pass", tile_n: int = 16,
+                              threads: int = 32) -> None:
+    """``second_pass(out, row_max, row_sum, bz, r, n, tile_n, tid, nthreads)`` turns the first
+    pass's partials into the softmax of row ``r`` in place; run by the package's own second-pass
+    kernel (``gemm.softmax_finish(..., second_pass=...)``), one block per row."""
+    from ..tensor_cores import gemm
+
+    second_pass = _device_function(second_pass, "second_pass")
+    acc, alpha = _softmax_inputs()
+    batch, m, n = acc.shape
+    x, e, mb, sb = _softmax_partials(acc, alpha, tile_n)
+    want = np.exp(x - x.max(axis=2, keepdims=True))
+    want /= want.sum(axis=2, keepdims=True)
+    out = cuda.to_device(e.astype(np.float32))
+    kernel = gemm._softmax_finish_kernel(tile_n, second_pass)
+    _launch(name, kernel, (m, batch), threads, out, cuda.to_device(mb.astype(np.float32)),
+            cuda.to_device(sb.astype(np.float32)), np.int32(m), np.int32(n))
+    got = out.copy_to_host()
+    rtol, atol = 1e-4, 1e-7
+    if _close(got, want, rtol, atol):
+        print(f"{name}: correct ({batch} x {m} rows of {n}, {mb.shape[2]} tiles each)")
+        return
+    M = mb.max(axis=2, keepdims=True)
+    scale_col = np.repeat(np.exp(mb - M), tile_n, axis=2)[:, :, :n]
+    S = (sb * np.exp(mb - M)).sum(axis=2, keepdims=True)
+    own = np.repeat(sb, tile_n, axis=2)[:, :, :n]
+    _diagnose(name, got, want, [
+        ("each column is divided by its own block's sum s_b; the row sum is S = sum_b s_b exp(m_b - M) over all "
+         "the row's blocks", e / own),
+        ("the row sum adds the s_b as they are; each was taken against its own block's maximum: "
+         "S = sum_b s_b * exp(m_b - M), with M the row's maximum", e * scale_col / sb.sum(axis=2, keepdims=True)),
+        ("the values are not rescaled: each block's exp(alpha x - m_b) must be multiplied by exp(m_b - M) / S",
+         e / S),
+        ("the row sum is right but the values are not divided by it", e * scale_col),
+    ], rtol, atol)
+
+
+# ================================================================================================
+# 06.3: the implicit-GEMM gather (im2col)
+
+
+def _im2col_variant(x, R, S, P, *, shift=0, pad_offset=True, rows="n,oh,ow", cols="c,r,s", pad_zero=True,
+                    strict=True):
+    n, C, H, W = x.shape
+    OH, OW = H + 2 * P - R + 1, W + 2 * P - S + 1
+    out = np.zeros((n * OH * OW, C * R * S))
+    for gr in range(out.shape[0]):
+        if rows == "n,oh,ow":
+            ow, oh, nimg = gr % OW, (gr // OW) % OH, gr // (OW * OH)
+        else:
+            oh, ow, nimg = gr % OH, (gr // OH) % OW, gr // (OW * OH)
+        for gc in range(out.shape[1]):
+            if cols == "c,r,s":
+                s, r, c = gc % S, (gc // S) % R, gc // (S * R)
+            elif cols == "c,s,r":
+                r, s, c = gc % R, (gc // R) % S, gc // (S * R)
+            else:  # r, s, c
+                c, s, r = gc % C, (gc // C) % S, gc // (C * S)
+            ih = oh + r - (P if pad_offset else 0) + shift
+            iw = ow + s - (P if pad_offset else 0) + shift
+            inside = (0 <= ih < H and 0 <= iw < W) if strict else (0 < ih < H - 1 and 0 < iw < W - 1)
+            if inside:
+                out[gr, gc] = x[nimg, c, ih, iw]
+            elif not pad_zero and -H <= ih < H and -W <= iw < W:
+                out[gr, gc] = x[nimg, c, ih, iw]  # what a missing test reads (negative indices wrap)
+    return out
+
+
+def check_im2col_load(load, *, name: str = "implicit-GEMM gather (im2col)") -> None:
+    """``load(x, gr, gc, geo)`` with ``geo = (C, H, W, R, S, P, OH, OW)`` must return element
+    ``(gr, gc)`` of ``im2col(x)``: row ``(n, oh, ow)`` (``ow`` fastest), column ``(c, r, s)``
+    (``s`` fastest), ``x[n, c, oh + r - P, ow + s - P]``, or 0 where that falls in the padding."""
+    from ..tensor_cores import references as ref
+
+    load = _device_function(load, "load")
+
+    @cuda.jit
+    def harness(x, cols, geo):
+        gr, gc = cuda.grid(2)
+        if gr < cols.shape[0] and gc < cols.shape[1]:
+            cols[gr, gc] = load(x, gr, gc, geo)
+
+    # N, C, H, W, R, S, P; padding 2 first: with padding 1 a missing "- P" and a "+ 1" look alike
+    cases = [(1, 2, 4, 5, 3, 3, 2), (2, 2, 5, 4, 3, 2, 1), (1, 3, 4, 6, 2, 3, 0)]
+    for nimg, C, H, W, R, S, P in cases:
+        x = (1.0 + np.arange(nimg * C * H * W, dtype=np.float64)).reshape(nimg, C, H, W)
+        OH, OW = ref.conv_output_shape(H, W, R, S, P)
+        want = ref.im2col(x, R, S, P)
+        cols = _poisoned(want.shape, np.float64)
+        geo = (C, H, W, R, S, P, OH, OW)
+        label = f"{name} (N={nimg}, C={C}, {H}x{W} image, {R}x{S} filter, padding {P})"
+        try:
+            _launch(label, harness, (-(-want.shape[0] // 8), -(-want.shape[1] // 8)), (8, 8), cuda.to_device(x), cols, geo)
+        except CheckFailed as exc:
+            if "Index" in str(exc) or "bounds" in str(exc).lower():
+                raise CheckFailed(f"{label}: it reads outside x: a position in the padding (ih or iw < 0, or >= H, "
+                                  f">= W) must give 0 without reading: test 0 <= ih < H and 0 <= iw < W first. "
+                                  f"({exc})") from None
+            raise
+        got = cols.copy_to_host()
+        if np.isnan(got).all():
+            raise CheckFailed(f"{name}: the exercise is not done yet (load returns nothing)")
+        if is_poison(got).any():
+            raise CheckFailed(f"{label}: {int(is_poison(got).sum())} values never written: load must return a value "
+                              f"for every (gr, gc), 0 in the padding")
+        if np.array_equal(got, want):
+            continue
+        wrong = got != want
+        if np.all(want[wrong] == 0):
+            raise CheckFailed(f"{label}: the padding border: positions outside the image must read 0, not image "
+                              f"values (test 0 <= ih < H and 0 <= iw < W; a negative index wraps around)")
+        if np.all(got[wrong] == 0):
+            raise CheckFailed(f"{label}: zeros inside the image at its border: the padding test is off by one "
+                              f"(0 <= ih < H, 0 <= iw < W: ih = 0 and ih = H - 1 are inside)")
+        _diagnose(label, got, want, [
+            ("the padding offset is missing: ih = oh + r - P, iw = ow + s - P", _im2col_variant(x, R, S, P, pad_offset=False)),
+            ("off by one: ih = oh + r - P (not + 1)", _im2col_variant(x, R, S, P, shift=1)),
+            ("off by one: ih = oh + r - P (not - 1)", _im2col_variant(x, R, S, P, shift=-1)),
+            ("row order: rows are (n, oh, ow) with ow fastest: ow = gr % OW, oh = (gr // OW) % OH",
+             _im2col_variant(x, R, S, P, rows="n,ow,oh")),
+            ("column order: columns are (c, r, s) with s fastest: s = gc % S, r = (gc // S) % R, c = gc // (R S)",
+             _im2col_variant(x, R, S, P, cols="c,s,r")),
+            ("column order: columns are (c, r, s) with s fastest, the channel slowest (the filters' layout)",
+             _im2col_variant(x, R, S, P, cols="r,s,c")),
+        ], 0.0, 0.0)
+    print(f"{name}: correct for {len(cases)} geometries (padding 0, 1 and 2, R != S, several images)")
+
+
+# ================================================================================================
+# 06.3: int4 unpacking
+
+
+def check_int4_load(load, *, name: str = "int4 unpacking") -> None:
+    """``load(packed, k, n)`` must return B[k, n] as an int (-8..7) from ``packed`` (K, ceil(N/2))
+    uint8 bytes (``references.pack_int4``): column 2j in the low nibble, 2j+1 in the high one,
+    two's complement."""
+    from ..tensor_cores import references as ref
+
+    load = _device_function(load, "load")
+
+    @cuda.jit
+    def harness(packed, out):
+        kk, nn = cuda.grid(2)
+        if kk < out.shape[0] and nn < out.shape[1]:
+            out[kk, nn] = load(packed, kk, nn)
+
+    K, N = 16, 34
+    vals = np.empty((K, N), np.int8)
+    vals[:, 0::2] = np.arange(-8, 8)[:, None]  # every value in the low nibble
+    vals[:, 1::2] = np.arange(7, -9, -1)[:, None]  # and in the high one, next to a different one
+    packed = ref.pack_int4(vals).astype(np.uint8)
+    out = _poisoned((K, N), np.int32)
+    try:
+        _launch(name, harness, (2, 5), (8, 8), cuda.to_device(packed), out)
+    except CheckFailed as exc:
+        if "Index" in str(exc) or "bounds" in str(exc).lower():
+            raise CheckFailed(f"{name}: it reads past the packed bytes: column n lives in byte n // 2 ({exc})") from None
+        raise
+    got = out.copy_to_host().astype(np.int64)
+    want = vals.astype(np.int64)
+    if np.array_equal(got, want):
+        print(f"{name}: correct (all 16 values in both nibbles, {K} x {N})")
+        return
+    swapped = want.copy()
+    swapped[:, 0::2], swapped[:, 1::2] = want[:, 1::2], want[:, 0::2]
+    unsigned = want & 15
+    for message, alt in [
+        ("no sign extension: a nibble 8..15 stands for -8..-1 (two's complement): subtract 16 when it is >= 8",
+         unsigned),
+        ("nibble order: column 2j is the low nibble (byte & 15), column 2j+1 the high one (byte >> 4)", swapped),
+        ("nibble order and sign extension both: column 2j is the low nibble (byte & 15), 2j+1 the high one; "
+         "then subtract 16 from nibbles >= 8", swapped & 15),
+        ("sign extension off by one: 8 (0b1000) is already negative, -8: subtract 16 when nib >= 8, not > 8",
+         np.where(want == -8, 8, want)),
+    ]:
+        if np.array_equal(got, alt):
+            raise CheckFailed(f"{name}: {message}")
+    bad = np.argwhere(got != want)[0]
+    kk, nn = int(bad[0]), int(bad[1])
+    raise CheckFailed(f"{name}: {int((got != want).sum())} of {got.size} values wrong; first B[{kk}, {nn}] (byte "
+                      f"{packed[kk, nn // 2]:#04x}): got {got[kk, nn]}, expected {want[kk, nn]}")
+
+
+# ================================================================================================
+# 06.3: batched-GEMM indexing
+
+
+def check_batched_load(load, *, name: str = "batched loader") -> None:
+    """``load(x, bz, row, col, rows, cols)`` must return ``x[b, row, col]`` with ``b = bz``, or
+    ``b = 0`` when ``x`` has a batch of one (an operand shared by every batch: batch stride 0),
+    and 0 outside ``rows x cols``. Out of bounds reads are how the real kernel tiles ragged edges."""
+    load = _device_function(load, "load")
+
+    @cuda.jit
+    def harness(x, out, rows, cols):
+        r, c, bz = cuda.grid(3)
+        if bz < out.shape[0] and r < out.shape[1] and c < out.shape[2]:
+            out[bz, r, c] = load(x, bz, r, c, rows, cols)
+
+    batch, rows, cols = 3, 5, 7
+    for shared in (False, True):
+        xb = 1 if shared else batch
+        x = (1.0 + np.arange(xb * rows * cols, dtype=np.float64)).reshape(xb, rows, cols)
+        want = np.zeros((batch, rows + 3, cols + 2))
+        want[:, :rows, :cols] = x if not shared else x[0]
+        out = _poisoned(want.shape, np.float64)
+        label = f"{name} ({'one operand shared by' if shared else 'one operand per batch,'} {batch} batches)"
+        try:
+            _launch(label, harness, (1, 2, batch), (8, 8, 1), cuda.to_device(x), out, np.int32(rows), np.int32(cols))
+        except CheckFailed as exc:
+            if "Index" in str(exc) or "bounds" in str(exc).lower():
+                if shared:
+                    raise CheckFailed(f"{label}: batch stride: an operand with a batch of one is shared, its batch "
+                                      f"stride is 0: read x[0] for every bz (x.shape[0] == 1) ({exc})") from None
+                raise CheckFailed(f"{label}: it reads outside x: past rows x cols the loader returns 0 without "
+                                  f"reading (the zero fill of the ragged tiles) ({exc})") from None
+            raise
+        got = out.copy_to_host()
+        if np.isnan(got).all():
+            raise CheckFailed(f"{name}: the exercise is not done yet (load returns nothing)")
+        if is_poison(got).any():
+            raise CheckFailed(f"{label}: {int(is_poison(got).sum())} elements never written: return 0 outside rows x cols")
+        if np.array_equal(got, want):
+            continue
+        inside = np.zeros(want.shape, bool)
+        inside[:, :rows, :cols] = True
+        if np.array_equal(got[inside], want[inside]):
+            raise CheckFailed(f"{label}: no zero fill: past rows x cols the loader must return 0 (the tile's zeros "
+                              f"add nothing to the dot products)")
+        if not shared and np.array_equal(got[:, :rows, :cols], np.broadcast_to(x[0], (batch, rows, cols))):
+            raise CheckFailed(f"{label}: every batch reads batch 0: index the batch, x[bz, row, col], when x has "
+                              f"more than one")
+        if shared and np.array_equal(got[0, :rows, :cols], x[0]):
+            raise CheckFailed(f"{label}: batch stride: batches 1.. read garbage: a shared operand (batch of one) "
+                              f"is read at x[0] for every bz")
+        if rows + 3 >= cols and np.array_equal(got[:, :cols, :rows],
+                                                 np.swapaxes(want[:, :rows, :cols], 1, 2)[:, :cols, :rows]):
+            raise CheckFailed(f"{label}: rows and columns swapped: x[b, row, col]")
+        bad = tuple(int(i) for i in np.argwhere(got != want)[0])
+        raise CheckFailed(f"{label}: {int((got != want).sum())} elements wrong; first out{list(bad)}: got "
+                          f"{got[bad]}, expected {want[bad]}")
+    print(f"{name}: correct (per-batch and shared operands, {batch} batches, zero fill past the edges)")
+
+
+# ================================================================================================
+# 06.4: the tuner's search and its cache lookup (plain Python)
+
+
+class _Timer:
+    def __init__(self, table):
+        self.table, self.calls = table, []
+
+    def __call__(self, cand):
+        self.calls.append(cand["name"])
+        t = self.table[cand["name"]]
+        if isinstance(t, Exception):
+            raise t
+        return t
+
+
+def check_tuner_search(search, *, name: str = "tuner search") -> None:
+    """``search(candidates, time_ms)`` must time each candidate once, record a failing one (it
+    raises, or returns no positive finite time) as ``Trial(config, None, error)`` and go on, and
+    return ``(best_trial, trials)``: the fastest trial and all of them, in order. When every
+    candidate fails it raises (there is no best)."""
+    require_callable(search, "search")
+    names = ["128x128 d2", "256x128 d2", "128x128 d4", "128x256 d3", "64x64 d2"]
+    table = {"128x128 d2": 2.0, "256x128 d2": RuntimeError("compilation failed: too much shared memory"),
+             "128x128 d4": 0.5, "128x256 d3": float("nan"), "64x64 d2": 1.0}
+    cands = [{"name": n} for n in names]
+    timer = _Timer(table)
+    try:
+        result = search(cands, timer)
+    except Exception as exc:  # noqa: BLE001
+        if timer.calls and timer.calls[-1] == "256x128 d2":
+            raise CheckFailed(f"{name}: a candidate whose timing raised ({type(exc).__name__}) stopped the search: "
+                              f"catch the exception, record Trial(config, None, error) and go on") from None
+        raise CheckFailed(f"{name}: search raised {type(exc).__name__}: {exc}") from None
+    if result is None:
+        raise CheckFailed(f"{name}: the exercise is not done yet (search returned None)")
+    try:
+        best, trials = result
+    except (TypeError, ValueError):
+        raise CheckFailed(f"{name}: search must return (best_trial, trials), got {result!r}") from None
+    if sorted(timer.calls) != sorted(names):
+        raise CheckFailed(f"{name}: each candidate must be timed exactly once (time_ms compiles and runs it: "
+                          f"seconds to minutes each); timed {timer.calls}")
+    trials = list(trials)
+    if len(trials) != len(names):
+        raise CheckFailed(f"{name}: trials must hold every candidate, the failed ones too ({len(trials)} of {len(names)})")
+    by_name = {t.config["name"]: t for t in trials}
+    for failed in ("256x128 d2", "128x256 d3"):
+        if failed in by_name and by_name[failed].ms is not None:
+            why = "raised" if failed == "256x128 d2" else "returned nan"
+            raise CheckFailed(f"{name}: the candidate whose timing {why} must be recorded as failed (ms None, "
+                              f"with the error), got ms = {by_name[failed].ms!r}")
+    cfg = getattr(best, "config", best)
+    picked = cfg.get("name") if isinstance(cfg, dict) else None
+    if picked == "128x256 d3":
+        raise CheckFailed(f"{name}: it picked a candidate whose time was nan: only positive finite times count "
+                          f"(nan compares false with everything, so min() may keep it)")
+    if picked == "128x128 d2":
+        raise CheckFailed(f"{name}: it picked the first candidate (or the slowest): the best is the smallest time")
+    if picked != "128x128 d4":
+        raise CheckFailed(f"{name}: the best is the fastest successful candidate (128x128 d4, 0.5 ms), got {best!r}")
+    if getattr(best, "ms", None) != 0.5:
+        raise CheckFailed(f"{name}: best must be the fastest Trial (with its ms), got {best!r}")
+    timer = _Timer({n: RuntimeError("no kernel image") for n in names})
+    try:
+        result = search(cands, timer)
+    except Exception:  # noqa: BLE001 - expected: nothing to pick
+        print(f"{name}: correct (failed candidates recorded, nan refused, fastest kept, all-failed raises)")
+        return
+    raise CheckFailed(f"{name}: when every candidate fails there is no best: raise (RuntimeError) instead of "
+                      f"returning {result!r}")
+
+
+def check_cache_lookup(lookup, *, name: str = "tuner cache lookup") -> None:
+    """``lookup(entries, key, candidates)`` must return the candidate stored as the winner under
+    exactly ``key`` (``entries[key]["best"]`` equals ``tuner.config_to_dict(candidate)``), or
+    None when there is no entry for that key or its winner is no longer a candidate."""
+    from dataclasses import dataclass
+
+    from ..tensor_cores.tuner import config_to_dict
+
+    require_callable(lookup, "lookup")
+
+    @dataclass(frozen=True)
+    class Cfg:
+        tile_m: int
+        tile_n: int
+        depth: int
+
+    cands = [Cfg(128, 128, 2), Cfg(128, 256, 2), Cfg(128, 128, 4)]
+    gpu = "gpu=NVIDIA H100 | GPU-1"
+
+    def key(shape, dtypes=("float16", "float32"), g=gpu, version="06.2"):
+        return f"{g} ; kernel=pipeline_gemm@{version} ; shape={shape} ; dtypes={dtypes}"
+
+    entries = {
+        key((4096, 4096, 4096)): {"best": config_to_dict(cands[2]), "best_ms": 0.4},
+        key((2048, 2048, 2048)): {"best": config_to_dict(cands[1]), "best_ms": 0.1},
+        key((4096, 4096, 4096), g="gpu=NVIDIA H200 | GPU-2"): {"best": config_to_dict(cands[0]), "best_ms": 0.3},
+        key((1024, 1024, 1024)): {"best": {"type": "Cfg", "tile_m": 64, "tile_n": 64, "depth": 8}, "best_ms": 0.05},
+    }
+    snapshot = repr(entries)
+    got = lookup(entries, key((4096, 4096, 4096)), cands)
+    if isinstance(got, dict):
+        raise CheckFailed(f"{name}: it returned the stored dict; return the candidate (configuration) it describes")
+    if got is None:
+        raise CheckFailed(f"{name}: the key is in the cache but nothing was returned (the exercise is not done, or "
+                          f"the stored winner is compared with the candidates the wrong way: compare "
+                          f"config_to_dict(candidate) with entries[key]['best'])")
+    if got != cands[2]:
+        raise CheckFailed(f"{name}: returned {got!r}, the winner of another entry; the winner stored under this exact "
+                          f"key is {cands[2]!r}")
+    for missing, why in ((key((4096, 4096, 8192)), "another shape"), (key((4096, 4096, 4096), version="06.3"),
+                                                                       "another kernel version"),
+                         (key((4096, 4096, 4096), dtypes=("int8", "int32")), "other dtypes")):
+        got = lookup(entries, missing, cands)
+        if got is not None:
+            raise CheckFailed(f"{name}: for a key with {why} (not in the cache) it returned {got!r}: only an entry "
+                              f"under exactly this key answers; otherwise return None and tune")
+    got = lookup(entries, key((1024, 1024, 1024)), cands)
+    if got is not None:
+        raise CheckFailed(f"{name}: the stored winner (64x64, depth 8) is no longer a candidate: return None so the "
+                          f"tuner measures again, got {got!r}")
+    if repr(entries) != snapshot:
+        raise CheckFailed(f"{name}: lookup changed the cache entries; it must only read them")
+    print(f"{name}: correct (exact key, misses for another shape, version and dtypes, stale winner refused)")
