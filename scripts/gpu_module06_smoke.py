@@ -295,6 +295,13 @@ def _peer(prec, epilogue_name, a, b, extra, batch):
             return f"cuBLASLt epilogue unavailable: {type(exc).__name__}: {exc}"[:120], None
     if prec == "float16":
         return "cuBLAS (cupy.matmul)", lambda: cp.matmul(a, b)
+    if prec == "int8" and batch is None:  # cuBLASLt's integer tensor-core GEMM, through nvmath-python
+        from kernel_lab.tensor_cores import peers
+
+        a8, bt8 = cp.asarray(a), cp.ascontiguousarray(cp.asarray(b).T)
+        out8 = cp.empty((a8.shape[0], bt8.shape[0]), cp.int32)
+        lt = peers.CublasLtInt8(a8.shape[0], bt8.shape[0], a8.shape[1])
+        return "cuBLASLt int8 (nvmath-python)", lambda: lt(a8, bt8, out8)
     try:
         import torch
     except ImportError:
@@ -307,8 +314,6 @@ def _peer(prec, epilogue_name, a, b, extra, batch):
     if prec == "tf32":
         torch.backends.cuda.matmul.allow_tf32 = True
         return "cuBLAS tf32 (torch.matmul)", lambda: torch.matmul(ta, tb)
-    if prec == "int8" and batch is None:
-        return "cuBLASLt int8 (torch._int_mm)", lambda: torch._int_mm(ta, tb)
     return "no peer", None
 
 
