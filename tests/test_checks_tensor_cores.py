@@ -74,6 +74,20 @@ def test_bias_gelu_stub_is_not_done():
     fails(checks.check_bias_gelu, f, "not done")
 
 
+def test_stubs_are_not_done():
+    @cuda.jit(device=True)
+    def nothing(*args):
+        pass
+
+    @cuda.jit(device=True)
+    def q(acc, scale, zero_point):
+        pass
+
+    fails(checks.check_quantize, q, "not done")
+    fails(checks.check_softmax_partial, lambda tm: (nothing, nothing, nothing), "not done")
+    fails(checks.check_softmax_second_pass, nothing, "not done")
+
+
 # --- quantize -------------------------------------------------------------------------------------
 
 @cuda.jit(device=True)
