@@ -20,6 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 TAG = "cpu-check"
 PRELUDE = textwrap.dedent("""
+    import linecache
     import numpy as np
     import kernel_lab as kl
     env = kl.setup(quiet=True)
@@ -44,7 +45,9 @@ def run_cells(cells: list[str]) -> subprocess.CompletedProcess:
         ns = dict(np=np, kl=kl, env=env, cuda=cuda)
         for i, src in enumerate(cells):
             try:
-                exec(compile(src, f"<cell {{i}}>", "exec"), ns)
+                name = f"<cell {{i}}>"
+                linecache.cache[name] = (len(src), None, src.splitlines(True), name)  # as IPython does: inspect finds the source
+                exec(compile(src, name, "exec"), ns)
                 print(f"cell {{i}}: ok", flush=True)
             except Exception as exc:
                 print(f"cell {{i}}: {{type(exc).__name__}}: {{exc}}", flush=True)
@@ -80,3 +83,63 @@ def test_course_stubs_are_reported_not_done(path):
     for i in range(len(cells)):
         line = next(ln for ln in r.stdout.splitlines() if ln.startswith(f"cell {i}: "))
         assert "CheckFailed" in line and "not done" in line, r.stdout[-3000:]
+
+
+# Mutants of the solutions' own exercise code: one small wrong edit each, which the notebook's check
+# must reject (CheckFailed, or an error the simulator raises inside the harness).
+MUTANTS = {
+    "06.2": [("x = value + bias", "x = value"),
+             ("return 0.5 * x * (1.0 +", "return x * (1.0 +"),
+             ("math.floor(mul_rn(float(acc), float(scale)) + 0.5)", "math.floor(float(acc) * float(scale) + 0.5)"),
+             ("math.floor(mul_rn(float(acc), float(scale)) + 0.5)", "round(mul_rn(float(acc), float(scale)))"),
+             ("return int(min(max(q, -128.0), 127.0))", "return int(q)"),
+             ("e = math.exp(args[0] * value - stats[lrow])", "e = math.exp(args[0] * value)"),
+             ("if tid < tile_m and row0 + tid < m:", "if tid < tile_m - 1 and row0 + tid < m:"),
+             ("total += row_sum[bz, r, t] * math.exp(row_max[bz, r, t] - big)", "total += row_sum[bz, r, t]")],
+    "06.3": [("return x[bz if x.shape[0] > 1 else 0, row, col]", "return x[bz, row, col]"),
+             ("if row < rows and col < cols:", "if row < rows + 1 and col < cols:"),
+             ("ih, iw = oh + r - P, ow + s - P", "ih, iw = oh + r, ow + s"),
+             ("if 0 <= ih < H and 0 <= iw < W:", "if 0 < ih < H and 0 <= iw < W:"),
+             ("return nib - 16 if nib >= 8 else nib", "return nib"),
+             ("nib = (byte >> 4) & 15 if n & 1 else byte & 15", "nib = byte & 15 if n & 1 else (byte >> 4) & 15")],
+    "06.4": [("except Exception as exc:  # a failing candidate", "except ZeroDivisionError as exc:  # a failing candidate"),
+             ("return min(ok, key=lambda t: t.ms), trials", "return max(ok, key=lambda t: t.ms), trials"),
+             ("entry = entries.get(key)", "entry = next(iter(entries.values()), None)")],
+}
+
+
+@pytest.mark.parametrize("prefix", sorted(MUTANTS))
+def test_every_mutant_of_a_solution_is_rejected(prefix):
+    path = next(p for p in WITH_CELLS if p.name.startswith(prefix))
+    cells = tagged_cells(path)
+    runs = []
+    for old, new in MUTANTS[prefix]:
+        where = [i for i, c in enumerate(cells) if old in c]
+        assert len(where) == 1, f"{path.name}: the mutant's text {old!r} is no longer found once: update MUTANTS"
+        i = where[0]
+        runs.append(cells[:i] + [cells[i].replace(old, new)])
+    script = PRELUDE + textwrap.dedent(f"""
+        runs = {runs!r}
+        for j, cells in enumerate(runs):
+            ns = dict(np=np, kl=kl, env=env, cuda=cuda)
+            for i, src in enumerate(cells):
+                try:
+                    name = f"<mutant {{j}} cell {{i}}>"
+                    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+                    exec(compile(src, name, "exec"), ns)
+                    if i == len(cells) - 1:
+                        print(f"mutant {{j}}: SURVIVED", flush=True)
+                except Exception as exc:
+                    if i == len(cells) - 1:
+                        print(f"mutant {{j}}: caught {{type(exc).__name__}}", flush=True)
+                    else:
+                        print(f"mutant {{j}}: an unmutated cell failed: {{exc}}", flush=True)
+                        break
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "utilities"), os.environ.get("PYTHONPATH", "")]),
+               NUMBA_ENABLE_CUDASIM="1", KERNEL_LAB_QUIET="1")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("mutant ")]
+    survivors = [MUTANTS[prefix][int(ln.split()[1][:-1])] for ln in lines if "caught CheckFailed" not in ln]
+    assert len(lines) == len(runs) and not survivors, f"not rejected by the check: {survivors}\n{r.stdout[-2000:]}"
