@@ -27,8 +27,8 @@ Two kernel families, both compiled once per machine and configuration:
 
 Measured on an H100 (2026-11-22, 4096^3): ``BlockGemm`` fp16 30.6 TFLOP/s (0.04x cuBLAS's 757), int8
 11.6 TOP/s; ``PipelineGemm`` fp16 262 TFLOP/s untuned, 342 tuned (0.45x cuBLAS), int8 377 TOP/s
-(its peer is cuBLASLt's int8 GEMM, ``peers.CublasLtInt8``; not yet measured beside it). The block GEMM's gap is not its loads: register prefetch gained 6%, and a
-variant whose tiles cuBLASDx copied asynchronously into its swizzled layouts, two stages deep, was
+(its peer is cuBLASLt's int8 GEMM, ``peers.CublasLtInt8``; not yet measured beside it). The block
+GEMM's gap is not its loads: register prefetch gained 6%, and a variant whose tiles cuBLASDx copied asynchronously into its swizzled layouts, two stages deep, was
 slower (12.9 TFLOP/s), so it was dropped. Both call ``execute`` once per K slice; that is the
 suspect (Numba reports 184-448 bytes of local memory per thread for these kernels).
 
