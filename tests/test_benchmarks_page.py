@@ -48,3 +48,12 @@ def test_benchmarks_md_is_what_the_solutions_generate():
     assert page.is_file() and page.read_text() == benchmarks_page.render(ROOT), (
         "BENCHMARKS.md differs from the stored outputs of solutions/: run kernel-lab benchmarks "
         "(python -m kernel_lab.benchmarks_page) and commit it")
+
+
+def test_the_kernel_lab_command_dispatches_its_subcommands(capsys):
+    from kernel_lab import cli
+
+    assert cli.main(["benchmarks", "--root", str(ROOT), "--check"]) == 0
+    assert "BENCHMARKS.md is up to date" in capsys.readouterr().out
+    assert cli.main(["--help"]) == 0 and "kernel-lab progress" in capsys.readouterr().out
+    assert cli.main(["no-such-command"]) == 2
