@@ -81,3 +81,12 @@ def test_one_learner_table_and_several_learners_aggregated(tmp_path, capsys):
 
 def test_no_file_yet_says_so(tmp_path):
     assert "no progress recorded yet" in progress.report(environ={progress.DIR_ENV: str(tmp_path)})
+
+
+def test_both_console_scripts_are_declared():
+    import tomllib
+    from pathlib import Path
+
+    scripts = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["kernel-lab"] == "kernel_lab.cli:main"
+    assert scripts["kernel-lab-exercises"] == "kernel_lab.exercises:main"  # kept for existing instructions
