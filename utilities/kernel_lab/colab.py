@@ -131,13 +131,13 @@ def plan(nvidia_smi: str | None, query: str | None, module: str | None = None) -
     cc = gpu.compute_capability
     if cc is not None and cc < (8, 0):
         messages.append(
-            f"This GPU ({gpu.name}, compute capability {cc[0]}.{cc[1]}) runs modules 00 to 05, but modules "
-            f"{_modules(NEEDS_CC80)} need compute capability 8.0 or newer (their tensor-core kernels stop at their "
-            "first cell, saying so): choose an A100 or L4 runtime for them.")
+            f"This GPU ({gpu.name}, compute capability {cc[0]}.{cc[1]}) runs every module except "
+            f"{_modules(NEEDS_CC80)}, which need compute capability 8.0 or newer (their tensor-core notebooks stop at "
+            "their first cell, saying so): choose an A100 or L4 runtime for them.")
     elif major < 13:
         messages.append(
             f"This runtime's driver supports CUDA {major}: modules {_modules(NEEDS_CUDA13)} need a CUDA 13 driver "
-            "(their GPU notebooks stop at their first cell, saying so); modules 00 to 05 run.")
+            "(their GPU notebooks stop at their first cell, saying so); the other modules run.")
     if module in NEEDS_CC80 and len(messages) > 1:
         messages.append(f"This notebook is in module {module}: the cells that need this will be skipped or stop.")
     return Plan(extra, ["install", "-q", pip_source(extra)], messages)
