@@ -16,10 +16,19 @@ for a notebook to be tested by nbval as usual: this rule cannot hide a notebook 
 from __future__ import annotations
 
 import ast
+import atexit
+import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# Checks that pass record the learner's progress (kernel_lab.progress). Tests and the notebooks nbval
+# runs (their kernels inherit this environment) write to a throw-away folder, never to a real home.
+os.environ["KERNEL_LAB_PROGRESS_DIR"] = tempfile.mkdtemp(prefix="kernel-lab-progress-")
+atexit.register(shutil.rmtree, os.environ["KERNEL_LAB_PROGRESS_DIR"], True)
 
 import kernel_lab  # noqa: F401  (must come before numba.cuda: it picks GPU or simulator)
 from kernel_lab.environment import gpu_info, on_simulator, unmet_requirements

@@ -28,8 +28,9 @@ store_rc=${PIPESTATUS[0]}
 python3 -m kernel_lab.readings "$@" > "$logs/readings.log" 2>&1  # the sentences to update, if any
 tail -n 1 "$logs/readings.log"
 python3 -m kernel_lab.exercises
+python3 -m kernel_lab.benchmarks_page  # BENCHMARKS.md follows the new outputs
 if [ -n "${OUT:-}" ]; then  # before the tests, so a run cut short still returns the new outputs
-  tar czf "$OUT/solutions.tar.gz" solutions course
+  tar czf "$OUT/solutions.tar.gz" solutions course BENCHMARKS.md
 fi
 # PYTEST_ARGS narrows the run, e.g. PYTEST_ARGS="--ignore=solutions/01-gpu-in-practice".
 python3 -m pytest -p no:randomly ${PYTEST_ARGS:-} 2>&1 | tee "$logs/pytest.log"

@@ -34,6 +34,7 @@ import nbformat
 import pytest
 
 import kernel_lab as kl
+from kernel_lab import mistakes_page
 
 ROOT = Path(__file__).resolve().parents[1]
 NB00 = "solutions/00-getting-started/00-getting-started.ipynb"
@@ -457,6 +458,11 @@ def test_mutant_is_caught(mutant):
     assert error is not None, f"the check passes a wrong kernel ({mutant.what}): {mutant.old!r} -> {mutant.new!r}"
     assert isinstance(error, _caught_types()), \
         f"the mutant stopped with {type(error).__name__}, not a check failure: {error}"
+    # docs/mistakes.md quotes what the check says about each mutant (kernel_lab.mistakes_page).
+    quoted = mistakes_page.expected(ROOT, mutant.id)
+    assert mistakes_page.matches(quoted, mistakes_page.summary(error)), (
+        f"docs/mistakes.md {'quotes another message' if quoted else 'has no entry'} for {mutant.id!r}: run "
+        "kernel-lab mistakes (python -m kernel_lab.mistakes_page) and commit the page")
 
 
 def main() -> int:

@@ -23,6 +23,9 @@ Numba's CUDA simulator (no GPU found: simulator). The modules, one job each:
   (``offline``)
 - ozaki: module 07, FP64 GEMM from INT8 products (both Ozaki schemes in NumPy, and their GPU
   kernels); bench_ozaki: every method beside cuBLAS DGEMM (``python -m kernel_lab.bench_ozaki``)
+- progress: every passing check noted in a local file; cli: the ``kernel-lab`` command (progress,
+  benchmarks, mistakes, exercises); colab: Colab badges and install; benchmarks_page, mistakes_page:
+  BENCHMARKS.md and docs/mistakes.md, generated
 """
 
 from .environment import choose_backend as _choose_backend

@@ -53,6 +53,7 @@ import secrets
 
 import numpy as np
 
+from . import progress
 from .validate import KernelLabArgumentError, require_callable
 
 # Unit roundoff of each number format: half the distance from 1 to the next representable number.
@@ -566,6 +567,7 @@ def check_array(name: str, got, expected, *, fmt=None, k: int = 1, rtol=None, at
     _compare(name, got, ref, fmt=fmt if fmt is not None else got.dtype, k=k, rtol=rtol, atol=atol,
              magnitude=magnitude)
     print(f"{name}: correct")
+    progress.passed(name)
 
 
 def _as_magnitude(value, shape, what: str) -> np.ndarray:
@@ -727,3 +729,4 @@ def check_kernel(name: str, launch, reference, inputs, *, sizes, out_dtype=np.fl
     labels = ", ".join(label for label, _ in cases)
     if not quiet:  # checks that run check_kernel several times print their own summary
         print(f"{name}: correct for all {len(cases)} sizes ({labels})")
+        progress.passed(name)

@@ -47,6 +47,8 @@ from pathlib import Path
 
 import nbformat
 
+from . import colab, progress
+
 BEGIN, END, STUB = "### BEGIN SOLUTION", "### END SOLUTION", "##> "
 MD_SOLUTION = re.compile(r"<!-- BEGIN SOLUTION -->.*?<!-- END SOLUTION -->", re.S)
 MD_PROMPT = "*Your answer here.*"
@@ -107,6 +109,25 @@ def fingerprint(nb) -> str:
     return hashlib.sha256(json.dumps(content).encode()).hexdigest()[:16]
 
 
+def add_colab(cells: list, source_name: str) -> list:
+    """A course notebook's "Open in Colab" badge (atop its first markdown cell) and Colab install cell (first).
+
+    Only for a notebook of a module (``solutions/NN-topic/...``); the badge points to its course/ copy,
+    the one a learner opens (kernel_lab.colab holds the repository's address).
+    """
+    module = progress.module_of(source_name)
+    if module == progress.UNKNOWN_MODULE or not source_name.startswith("solutions/"):
+        return cells
+    course_path = "course/" + source_name[len("solutions/"):]
+    for cell in cells:
+        if cell.cell_type == "markdown":
+            cell.source = colab.badge(course_path) + "\n\n" + cell.source
+            break
+    install = nbformat.v4.new_code_cell(colab.install_cell(module))
+    install.metadata = {"tags": [colab.INSTALL_CELL_TAG]}
+    return [install] + cells
+
+
 def make_exercise(solution_nb, source_name: str):
     """The exercise notebook for one solution notebook (a new object; the input is not changed)."""
     nb = copy.deepcopy(solution_nb)
@@ -127,7 +148,7 @@ def make_exercise(solution_nb, source_name: str):
         tags = cell.get("metadata", {}).get("tags")
         cell["metadata"] = {"tags": tags} if tags else {}
         cells.append(cell)
-    nb.cells = cells
+    nb.cells = add_colab(cells, source_name)
     for i, cell in enumerate(nb.cells):  # stable ids, so regeneration gives identical files
         cell["id"] = f"cell-{i}"
     # Notebook metadata: what JupyterLab needs to pick the kernel, and our own bookkeeping; not

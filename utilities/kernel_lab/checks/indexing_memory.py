@@ -37,6 +37,7 @@ import io
 
 import numpy as np
 
+from .. import progress
 from ..check import RACE_HINT, CheckFailed, check_kernel, is_poison, poisoned
 from ..check import settings as check_settings
 from ..environment import gpu_info, on_simulator
@@ -81,7 +82,7 @@ def transpose_shapes(tile: int) -> list[tuple[str, tuple[int, int]]]:
 def _quietly_correct(name, launch, reference, inputs, sizes) -> bool:
     """Does the launcher pass on these sizes? (Nothing printed; any failure counts as 'no'.)"""
     try:
-        with contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), progress.paused():
             check_kernel(name, launch, reference, inputs, sizes=sizes, seed=1, rerun=False)
         return True
     except Exception:  # noqa: BLE001 - any failure, including the simulator's, means "not correct"

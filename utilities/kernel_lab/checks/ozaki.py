@@ -29,6 +29,7 @@ from typing import Callable
 
 import numpy as np
 
+from .. import progress
 from ..check import CheckFailed
 from ..ozaki import reference as ref
 from ..ozaki import slicing
@@ -332,6 +333,7 @@ def check_split_rows(fn, *, seed=None) -> None:
             raise _fail(f"split_rows, case '{label}' ({x.shape[0]}x{x.shape[1]}, {s} slices): {problem}", seed)
     print(f"split_rows: correct for all {len(cases)} cases (one element, one row, one column, rows of very "
           "different magnitude, powers of two, zero rows and subnormals, spread inside rows, 1 to 8 slices)")
+    progress.passed('split_rows')
 
 
 # =============================================================================================
@@ -545,3 +547,4 @@ def check_reconstruct(fn, *, seed=None) -> None:
             raise _fail(f"reconstruct, case '{label}' ({m}x{n}, {s} slices): {problem}", seed)
     print(f"reconstruct: correct for all {len(cases)} cases (1 to 8 slices, one row, one column, alpha and beta, "
           "beta 0 with C full of NaN, least significant diagonal first)")
+    progress.passed('reconstruct')

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from .. import progress
 from ..check import CheckFailed
 from ..ozaki import ozaki2
 from ..validate import require_callable
@@ -42,6 +43,7 @@ def check_symmetric_residues(fn, *, seed=None) -> None:
             msg += "\nHint: the right remainder class, but outside the symmetric range: check the shift by m // 2."
         raise CheckFailed(msg)
     print("symmetric remainders: correct for 8 moduli (256 .. 241, and 2 and 3), negative and large inputs")
+    progress.passed('symmetric remainders')
 
 
 def check_crt(fn, *, seed=None) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import progress
 from ..check import CheckFailed, is_poison, poisoned_host
 from ..environment import on_simulator
 from ..ozaki import reference as ref
@@ -118,6 +119,7 @@ def check_row_exponents(launch, *, seed=None) -> None:
             raise CheckFailed(msg)
     print(f"row exponents: correct for all {len(exponent_cases(rng))} cases "
           f"({', '.join(label for label, _ in exponent_cases(rng))})")
+    progress.passed('row exponents')
 
 
 def _digit_models(a, s):
@@ -172,6 +174,7 @@ def check_slice_rows(launch, slices: int = 7, *, tile=(128, 128), seed=None) -> 
             msg += f"\nslices that differ: {wrong_slices} (0 = most significant)"
         raise CheckFailed(msg)
     print(f"{slices} slices: correct for all {len(cases)} cases ({', '.join(label for label, _ in cases)})")
+    progress.passed(f"{slices} slices")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,6 +255,7 @@ def check_reconstruct(launch, slices: int = 7, *, from_pairs: bool = True, seed=
                               models)
     print(f"reconstruction from {'pair products' if from_pairs else 'diagonal sums'}: correct "
           "(alpha and beta, beta = 0 with C unread)")
+    progress.passed(f"reconstruction from {'pair products' if from_pairs else 'diagonal sums'}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -364,3 +368,4 @@ def check_fused_kernel(make_kernel, slices: int = 7, *, config=None, seed=None) 
             models[name] = (ref.reconstruct(dm, ea, eb, alpha, beta, c_in), "see the loop over the terms.")
         _compare_float_result(label, got, want, np.abs(alpha) * magnitude + np.abs(beta * np.nan_to_num(c_in)), models)
     print(f"fused kernel: correct ({_shape_label()}; alpha and beta, beta = 0 with C unread)")
+    progress.passed('fused kernel')

@@ -23,6 +23,7 @@ import secrets
 
 import numpy as np
 
+from .. import progress
 from ..check import UNIT_ROUNDOFF, CheckFailed, check_kernel, is_poison, poisoned_host
 from ..environment import on_simulator
 from ..sizes import adversarial_sizes
@@ -101,6 +102,7 @@ def check_absmax(launch, *, name: str = "absmax", block: int = 256, sizes=None, 
                              "into out[0] (one atomic per block), and does the block reduction see every thread?")
             raise CheckFailed("\n".join(lines))
     print(f"{name}: correct for all {len(_sizes(block, sizes))} sizes ({', '.join(lb for lb, _ in _sizes(block, sizes))})")
+    progress.passed(name)
 
 
 def check_argmax(launch, *, name: str = "argmax", block: int = 256, sizes=None, seed=None) -> None:
@@ -150,6 +152,7 @@ def check_argmax(launch, *, name: str = "argmax", block: int = 256, sizes=None, 
                              "keys), and is the index decoded from the key's low 32 bits?")
             raise CheckFailed("\n".join(lines))
     print(f"{name}: correct for all {len(_sizes(block, sizes))} sizes")
+    progress.passed(name)
 
 
 # ================================================================================================
@@ -210,6 +213,7 @@ def check_sum(launch, *, accumulation: str = "float32", name: str | None = None,
             lines.append("Hint: far off: are elements skipped or counted twice (grid-stride step, bounds)?")
         raise CheckFailed("\n".join(lines))
     print(f"{name}: correct for all {len(sizes)} sizes ({', '.join(lb for lb, _ in sizes)})")
+    progress.passed(name)
 
 
 def sum_errors(launchers: dict, n: int, *, seed: int = 0, trials: int = 3) -> dict:
@@ -334,6 +338,7 @@ def check_scan(launch, *, name: str = "scan", tile: int = 256, sizes=None, seed=
     labels = ", ".join(lb for lb, _ in sizes)
     where = f"; {len(runs)} block schedules" if on_simulator() and schedules else ""
     print(f"{name}: correct for all {len(sizes)} sizes ({labels}){where}")
+    progress.passed(name)
 
 
 # ================================================================================================
@@ -460,3 +465,4 @@ def check_gemm(launch, *, name: str = "gemm", tiles=(32, 32, 32), precision: str
         lines.append(f"shapes that fail: {', '.join(f[1] for f in failed)}; shapes that pass: {', '.join(done) or 'none'}")
         raise CheckFailed("\n".join(lines))
     print(f"{name}: correct for all {len(done)} shapes ({', '.join(done)})")
+    progress.passed(name)

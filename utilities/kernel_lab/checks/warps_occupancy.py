@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import progress
 from ..check import CheckFailed, check_kernel, is_poison, poisoned_host
 from ..check import settings as check_settings
 from ..sizes import adversarial_sizes
@@ -450,6 +451,7 @@ def check_compaction(launch, *, name: str = "compaction", keep_warp_order: bool 
                           "reproduce)")
     labels = ", ".join(label for label, *_ in cases)
     print(f"{name}: correct for all {len(cases)} sizes ({labels})")
+    progress.passed(name)
 
 
 def _compaction_problem(x, got, guard, count, keep_warp_order):
@@ -773,6 +775,7 @@ def check_occupancy_calculator(fn, *, name: str = "occupancy calculator") -> Non
                 wrong.append((label, limits, key, ref[key], norm[key]))
     if not wrong:
         print(f"{name}: correct for all {len(OCCUPANCY_CASES)} cases")
+        progress.passed(name)
         return
     lines = [f"{name}: {len(wrong)} wrong value(s) in {len({w[0] for w in wrong})} of {len(OCCUPANCY_CASES)} "
              "cases (blocks per SM allowed by each resource; 'max' = does not limit):"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import progress
 from ..validate import KernelLabArgumentError
 
 
@@ -153,3 +154,4 @@ def check(qid: str, answer) -> None:
     if a != q.answer:
         raise QuizWrong(f"{qid}: ({a}) is not it. Think again about: {q.text}")
     print(f"{qid}: correct. {q.why}")
+    progress.passed(qid)

@@ -1,0 +1,61 @@
+"""``kernel-lab``: the course's command line, one subcommand per job.
+
+    kernel-lab progress [DIR...]        checks passed per module (yours, or several learners' folders)
+    kernel-lab benchmarks [--check]     write BENCHMARKS.md from the stored outputs of solutions/
+    kernel-lab mistakes [--check]       write docs/mistakes.md from the checks' tests
+    kernel-lab exercises [...]          write course/ from solutions/ (same as kernel-lab-exercises)
+    kernel-lab colab-install [...]      what the first cell of a course notebook runs on Colab
+
+Each subcommand is a module of its own; this file only dispatches, importing the module it needs
+(so ``kernel-lab progress`` does not import Numba).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _progress(argv) -> int:
+    from . import progress
+
+    parser = argparse.ArgumentParser(prog="kernel-lab progress",
+                                     description="Checks passed per module. Nothing is sent anywhere.")
+    parser.add_argument("folders", nargs="*", help="learners' folders (or progress.json files) to aggregate; "
+                                                   "default: your own progress file")
+    args = parser.parse_args(argv)
+    print(progress.report(args.folders))
+    return 0
+
+
+def _delegate(module: str):
+    def run(argv) -> int:
+        import importlib
+
+        return importlib.import_module(f"kernel_lab.{module}").main(argv)
+    return run
+
+
+COMMANDS = {
+    "progress": _progress,
+    "benchmarks": _delegate("benchmarks_page"),
+    "mistakes": _delegate("mistakes_page"),
+    "exercises": _delegate("exercises"),
+    "colab-install": _delegate("colab"),
+}
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    usage = "usage: kernel-lab COMMAND [...]\n\n" + __doc__.split("\n\n")[1]
+    if argv[:1] in (["-h"], ["--help"]):
+        print(usage)
+        return 0
+    if not argv or argv[0] not in COMMANDS:
+        print(usage, file=sys.stderr)
+        return 2
+    return COMMANDS[argv[0]](argv[1:]) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
