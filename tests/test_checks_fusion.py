@@ -202,9 +202,37 @@ def test_layernorm_names_the_mistake(launch, message):
         checks.check_layernorm_gelu(launch, max_n=64, seed=7)
 
 
-def test_the_wrong_divisor_is_named_on_long_rows_too():
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_the_wrong_divisor_is_named_on_odd_rows_in_both_formats(dtype):
     with pytest.raises(CheckFailed, match="variance with the wrong divisor"):
-        checks.check_layernorm_gelu(_ln_kernel(minus=1), shapes=[("odd length", (5, 33))], seed=8)
+        checks.check_layernorm_gelu(_ln_kernel(minus=1), dtype=dtype, shapes=[("odd length", (5, 33))], seed=8)
+
+
+def test_statistics_accumulated_in_float16_fail():
+    # the mistake: the row's sum kept in float16 (11-bit mantissa) instead of float32
+    @cuda.jit
+    def k(x, gamma, beta, y, mean_out, rstd_out, eps):
+        r = cuda.grid(1)
+        if r < x.shape[0]:
+            n = x.shape[1]
+            s = np.float16(0)
+            for c in range(n):
+                s = np.float16(s + x[r, c])
+            mean = float32(s) / n
+            m2 = float32(0)
+            for c in range(n):
+                d = float32(x[r, c]) - mean
+                m2 += d * d
+            rstd = float32(1) / math.sqrt(m2 / n + eps)
+            mean_out[r], rstd_out[r] = mean, rstd
+            for c in range(n):
+                v = (float32(x[r, c]) - mean) * rstd * gamma[c] + beta[c]
+                y[r, c] = 0.5 * v * (1 + math.tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))
+
+    def launch(y, mean, rstd, x, gamma, beta):
+        k[-(-x.shape[0] // 32), 32](x, gamma, beta, y, mean, rstd, float32(1e-5))
+    with pytest.raises(CheckFailed, match="LayerNorm \\+ GELU, mean .*float16"):
+        checks.check_layernorm_gelu(launch, dtype="float16", shapes=[("long rows", (4, 127))], seed=12)
 
 
 # --- 03.4 epilogues and the row softmax --------------------------------------------------------

@@ -99,8 +99,8 @@ SWEEP = _sizes(gpu=dict(m=4096, n=4096, ks=[32, 64, 128, 256, 512, 1024, 2048, 4
 def sweep_k(launchers: dict, *, m=None, n=None, ks=None, quiet=True):
     """Time each ``launchers[name](c, a, b, bias)`` at M x N for each K: {name: [Measurement]}.
 
-    Every launcher is timed on the same random inputs; the bytes of the *fused* variant are given to
-    each measurement, so its GB/s column compares like with like. Under the simulator nothing is
+    Every launcher is timed on the same random inputs; each measurement's fraction is of cuBLAS
+    SGEMM's rate (the GEMM's roofline), and its bytes are the fused variant's. Under the simulator nothing is
     timed (each Measurement has ``ms=None``)."""
     from ..bench import benchmark
 
@@ -116,7 +116,7 @@ def sweep_k(launchers: dict, *, m=None, n=None, ks=None, quiet=True):
         c = cuda.device_array((m, n), np.float32)
         for name, launch in launchers.items():
             out[name].append(benchmark(f"{name}, K={k}", lambda launch=launch: launch(c, a, b, bias),
-                                       bytes=bytes_moved(m, n, k, fused=True), flops=2 * m * n * k,
+                                       bytes=bytes_moved(m, n, k, fused=True), flops=2 * m * n * k, peak="sgemm",
                                        inputs=(a, b), quiet=quiet))
     return out
 
