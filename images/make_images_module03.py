@@ -89,7 +89,8 @@ def conv_halo_tile(path=HERE / "conv-halo-tile.svg"):
     # legend
     lx = T + 4.5
     ax.add_patch(patches.Rectangle((lx, 5.2), 0.8, 0.5, fill=False, lw=2.0, edgecolor="#264653"))
-    ax.text(lx + 1.1, 5.45, f"the block's {T} x {T} output pixels: thread (ty, tx) computes one", va="center", fontsize=8)
+    ax.text(lx + 1.1, 5.45, f"the block's {T} x {T} output pixels: thread (ty, tx) computes one", va="center",
+            fontsize=8)
     ax.add_patch(patches.Rectangle((lx, 4.2), 0.8, 0.5, fill=False, lw=2.0, edgecolor="#e76f51"))
     ax.text(lx + 1.1, 4.45, f"the ({T}+2) x ({T}+2) input tile they read: one pixel of halo on each side",
             va="center", fontsize=8)

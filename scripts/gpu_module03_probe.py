@@ -102,7 +102,8 @@ def convolution(results, torch):
             line += f" ({100 * row[best].fraction:.0f}% of cuBLAS SGEMM's rate)"
         if torch is not None:
             fp32 = row["cuDNN fp32 (allow_tf32=False)"].ms
-            line += f"; {row[best].ms / fp32:.2f}x cuDNN fp32's time; cuDNN TF32 {row['cuDNN TF32 (allow_tf32=True)'].ms:.3f} ms"
+            tf32 = row["cuDNN TF32 (allow_tf32=True)"].ms
+            line += f"; {row[best].ms / fp32:.2f}x cuDNN fp32's time; cuDNN TF32 {tf32:.3f} ms"
         print(line)
         out[str(shape)] = {label: m.ms for label, m in row.items()}
     if torch is not None:

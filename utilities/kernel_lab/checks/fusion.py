@@ -153,8 +153,9 @@ def check_gemm_bias_relu(launch, *, name="GEMM + bias + ReLU", shapes=None, seed
              np.maximum(p + bias64[:m, None], 0) if m <= n else None),
         ]
         mistakes = [(h, r) for h, r in mistakes if r is not None]
-        fails.run(label, lambda: _judge(name, f" (shape {label}: M, N, K = {m}, {n}, {k})", got, guard, np.maximum(p + bias64, 0),
-               fmt="float32", k=k, magnitude=mag, mistakes=mistakes, seed=seed))
+        ctx = f" (shape {label}: M, N, K = {m}, {n}, {k})"
+        fails.run(label, lambda: _judge(name, ctx, got, guard, np.maximum(p + bias64, 0), fmt="float32", k=k,
+                                        magnitude=mag, mistakes=mistakes, seed=seed))
     fails.raise_any([lb for lb, _ in shapes])
     print(f"{name}: correct for all {len(shapes)} shapes ({', '.join(lb for lb, _ in shapes)})")
 
@@ -305,8 +306,9 @@ def check_conv(launch, *, name="3x3 convolution + bias + ReLU", relu=True, tile=
             (None, _wrong_bias(x, w, bias, ref_lin, relu)),
         ]
         mistakes = [(hh, r) for hh, r in mistakes if r is not None]
-        fails.run(label, lambda: _judge(name, f" (shape {label}: B, C_in, C_out, H, W = {b}, {cin}, {cout}, {h}, {wd})", got, guard, ref,
-               fmt="float32", k=9 * cin + 1, magnitude=magnitude(x, w, bias), mistakes=mistakes, seed=seed))
+        ctx = f" (shape {label}: B, C_in, C_out, H, W = {b}, {cin}, {cout}, {h}, {wd})"
+        fails.run(label, lambda: _judge(name, ctx, got, guard, ref, fmt="float32", k=9 * cin + 1,
+                                        magnitude=magnitude(x, w, bias), mistakes=mistakes, seed=seed))
     fails.raise_any([lb for lb, _ in shapes])
     print(f"{name}: correct for all {len(shapes)} shapes ({', '.join(lb for lb, _ in shapes)})")
 
@@ -456,8 +458,9 @@ def check_epilogue(launch, epilogue: str, *, name=None, shapes=None, seed=None) 
                     ("C is read at (col, row): the epilogue's C element is c_in[row, col].",
                      ref_fn(p, bias64, c64.T, alpha, beta, gamma) if m == n else None)]
         mistakes = [(h, r) for h, r in mistakes if r is not None and not np.allclose(r, ref)]
-        fails.run(label, lambda: _judge(name, f" (shape {label}: M, N, K = {m}, {n}, {k})", got, guard, ref, fmt="float32", k=k + 2,
-               magnitude=mag, mistakes=mistakes, seed=seed))
+        ctx = f" (shape {label}: M, N, K = {m}, {n}, {k})"
+        fails.run(label, lambda: _judge(name, ctx, got, guard, ref, fmt="float32", k=k + 2, magnitude=mag,
+                                        mistakes=mistakes, seed=seed))
     fails.raise_any([lb for lb, _ in shapes])
     print(f"{name}: correct for all {len(shapes)} shapes ({', '.join(lb for lb, _ in shapes)})")
 
@@ -504,7 +507,9 @@ def check_row_softmax(launch, *, name="GEMM + row softmax", shapes=None, seed=No
                             "the block's reduction, not one thread's or one warp's part of it.")
             return None
 
-        fails.run(label, lambda: _judge(name, f" (shape {label}: M, N, K = {m}, {n}, {k})", got, guard, ref, fmt="float32", k=k, magnitude=mag, atol=1e-30,
-               mistakes=[(None, no_max), (None, partial_rows)], seed=seed))
+        ctx = f" (shape {label}: M, N, K = {m}, {n}, {k})"
+        # atol: probabilities below float32's range underflow to 0, rightly
+        fails.run(label, lambda: _judge(name, ctx, got, guard, ref, fmt="float32", k=k, magnitude=mag, atol=1e-30,
+                                        mistakes=[(None, no_max), (None, partial_rows)], seed=seed))
     fails.raise_any([lb for lb, _ in shapes])
     print(f"{name}: correct for all {len(shapes)} shapes ({', '.join(lb for lb, _ in shapes)})")

@@ -26,7 +26,7 @@ import numpy as np
 from ..sizes import sizes as _sizes
 from ..validate import KernelLabArgumentError
 
-from numba import cuda, float32, int32  # noqa: E402  (kernel_lab chose GPU or simulator already)
+from numba import cuda, float32  # noqa: E402  (kernel_lab chose GPU or simulator already)
 
 _S = _sizes(gpu=dict(warp_values=32, block=256, block_values=32, warps_per_block=4),
             sim=dict(warp_values=4, block=64, block_values=4, warps_per_block=2))
