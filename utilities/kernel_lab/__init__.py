@@ -17,6 +17,8 @@ Numba's CUDA simulator (no GPU found: simulator). The modules, one job each:
 - checks: ready-made checks for the exercises, one module per course module
 - scans, sgemm: module 02's reference kernels (reductions, scans; the SGEMM progression, DGEMM);
   bench_sgemm: the progression beside cuBLAS (``python -m kernel_lab.bench_sgemm``)
+- fusion: module 03's kernels (GEMM + bias + ReLU, 3x3 convolution variants, LayerNorm + GELU, the
+  epilogue factory and row softmax), their references and sweeps
 - vector_loads: 16-byte loads and stores from Numba kernels (``load4``, ``store4``, ...)
 - readings: holds the figures quoted in notebooks' prose to their stored outputs
 - tensor_cores: module 06's cuBLASDx GEMMs, the library peers (``peers``), compiling without a GPU

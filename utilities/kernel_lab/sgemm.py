@@ -555,15 +555,27 @@ def warptile_parts(cfg: GemmTiles):
     return parts
 
 
-def warptile_kernel(cfg: GemmTiles, *, lane_map=None, main_loop=None):
+@cuda.jit(device=True, inline="always")
+def no_epilogue(v, row, col, aux):
+    """The default epilogue: C = A @ B as it is (compiles to nothing)."""
+    return v
+
+
+def warptile_kernel(cfg: GemmTiles, *, lane_map=None, main_loop=None, epilogue=None):
     """The warp-tiled kernel for ``cfg`` (compiled on first launch, cached). ``lane_map`` and
-    ``main_loop`` replace the package's device functions of the same name (a notebook's own)."""
-    key = (cfg, lane_map, main_loop)
+    ``main_loop`` replace the package's device functions of the same name (a notebook's own).
+
+    ``epilogue(v, row, col, aux)`` (a device function) maps each result ``v = (A @ B)[row, col]``
+    to what is stored, in registers, before the store: module 03 fuses bias, activations and
+    ``beta * C`` this way. ``aux`` is the kernel's last argument, passed through untouched (an
+    array, a number or a tuple of them: whatever the epilogue reads)."""
+    key = (cfg, lane_map, main_loop, epilogue)
     if key in _WARPTILE_KERNELS:
         return _WARPTILE_KERNELS[key]
     parts = warptile_parts(cfg)
     LANE_MAP = lane_map or parts.lane_map
     MAIN_LOOP = main_loop or parts.main_loop
+    EPI = epilogue or no_epilogue
     XBM, XBN, XTM, XTN = cfg.bm, cfg.bn, cfg.tm, cfg.tn
     WMI, WNI = cfg.wm_iter, cfg.wn_iter
     RM, RN, RA, RB, STAGES, DT = parts.rm, parts.rn, parts.ra, parts.rb, parts.stages, parts.dtype
@@ -571,7 +583,7 @@ def warptile_kernel(cfg: GemmTiles, *, lane_map=None, main_loop=None):
     XBK = cfg.bk
 
     @cuda.jit
-    def sgemm_warptiled(a, b, c, m, n, kk, vec_ok):
+    def sgemm_warptiled(a, b, c, m, n, kk, vec_ok, aux):
         a_t = cuda.shared.array((STAGES, XBK, XBM), DT)
         b_t = cuda.shared.array((STAGES, XBK, XBN), DT)
         t = cuda.threadIdx.x
@@ -600,27 +612,31 @@ def warptile_kernel(cfg: GemmTiles, *, lane_map=None, main_loop=None):
                     if r < m:
                         if vec_ok and q0 + XTN <= n:
                             for j in range(0, XTN, 4):
-                                st4(c, r * n + q0 + j, acc[wi * XTM + i, wj * XTN + j],
-                                    acc[wi * XTM + i, wj * XTN + j + 1], acc[wi * XTM + i, wj * XTN + j + 2],
-                                    acc[wi * XTM + i, wj * XTN + j + 3])
+                                q = q0 + j
+                                st4(c, r * n + q, EPI(acc[wi * XTM + i, wj * XTN + j], r, q, aux),
+                                    EPI(acc[wi * XTM + i, wj * XTN + j + 1], r, q + 1, aux),
+                                    EPI(acc[wi * XTM + i, wj * XTN + j + 2], r, q + 2, aux),
+                                    EPI(acc[wi * XTM + i, wj * XTN + j + 3], r, q + 3, aux))
                         else:
                             for j in range(XTN):
                                 if q0 + j < n:
-                                    c[r * n + q0 + j] = acc[wi * XTM + i, wj * XTN + j]
+                                    c[r * n + q0 + j] = EPI(acc[wi * XTM + i, wj * XTN + j], r, q0 + j, aux)
 
     _WARPTILE_KERNELS[key] = sgemm_warptiled
     return sgemm_warptiled
 
 
-def warptile_launcher(cfg: GemmTiles, *, lane_map=None, main_loop=None):
-    kernel = warptile_kernel(cfg, lane_map=lane_map, main_loop=main_loop)
+def warptile_launcher(cfg: GemmTiles, *, lane_map=None, main_loop=None, epilogue=None):
+    """``launch(c, a, b)``, or ``launch(c, a, b, aux)`` with an ``epilogue`` that reads ``aux``."""
+    kernel = warptile_kernel(cfg, lane_map=lane_map, main_loop=main_loop, epilogue=epilogue)
 
-    def launch(c, a, b):
+    def launch(c, a, b, aux=0):
         m, kk = a.shape
         n = b.shape[1]
         kernel[(-(-n // cfg.bn), -(-m // cfg.bm)), cfg.threads](_flat(a), _flat(b), _flat(c), int32(m), int32(n),
-                                                                int32(kk), vector_ok(c, a, b))
+                                                                int32(kk), vector_ok(c, a, b), aux)
     launch.config = cfg
+    launch.kernel = kernel
     return launch
 
 

@@ -1,0 +1,312 @@
+"""Module 03's checks: each classic mistake, fed to its check, gets its named message; the package's
+kernels (kernel_lab.fusion) pass, on shapes with padding borders, channel counts and widths that are
+not multiples of any block, float16 inputs, and rows of length 1 and of odd length.
+
+Runs under the simulator (no GPU needed).
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import kernel_lab as kl
+
+pytestmark = [pytest.mark.skipif(not kl.on_simulator(), reason="wrong kernels are fed to the checks in the simulator"),
+              pytest.mark.filterwarnings("ignore::RuntimeWarning")]  # the wrong kernels divide by zero, overflow
+
+kl.setup(quiet=True)
+from numba import cuda, float32  # noqa: E402
+
+from kernel_lab import CheckFailed  # noqa: E402
+from kernel_lab.checks import fusion as checks  # noqa: E402
+from kernel_lab.fusion import conv, epilogues, gemm_bias_relu as gbr, layernorm as ln  # noqa: E402
+
+# --- 03.1 GEMM + bias + ReLU -------------------------------------------------------------------
+
+
+def test_gemm_bias_relu_unfused_and_fused_pass(capsys):
+    checks.check_gemm_bias_relu(gbr.launch_unfused)
+    checks.check_gemm_bias_relu(gbr.launch_fused)
+    assert capsys.readouterr().out.count("correct for all 3 shapes") == 2
+
+
+@cuda.jit(device=True)
+def ep_no_relu(v, row, col, bias):
+    return v + bias[col]
+
+
+@cuda.jit(device=True)
+def ep_relu_first(v, row, col, bias):
+    return max(v, float32(0)) + bias[col]
+
+
+@cuda.jit(device=True)
+def ep_bias_by_row(v, row, col, bias):
+    return max(v + bias[row], float32(0))
+
+
+@pytest.mark.parametrize("epilogue, message", [(ep_no_relu, "the ReLU is missing"),
+                                               (ep_relu_first, "the ReLU comes before the bias"),
+                                               (ep_bias_by_row, "the bias is indexed by the row")])
+def test_gemm_bias_relu_names_the_mistake(epilogue, message):
+    with pytest.raises(CheckFailed, match=message):
+        checks.check_gemm_bias_relu(gbr.fused_launcher(epilogue), seed=3)
+
+
+def test_bytes_moved_pass_and_names_a_missing_pass(capsys):
+    checks.check_bytes_moved(gbr.bytes_moved)
+    assert "match" in capsys.readouterr().out
+
+    def four_passes(m, n, k, fused):
+        return gbr.bytes_moved(m, n, k, fused) - (0 if fused else 4 * m * n)
+    with pytest.raises(CheckFailed, match="1 pass\\(es\\) over the M x N floats of C too few"):
+        checks.check_bytes_moved(four_passes)
+    with pytest.raises(CheckFailed, match="elements, not bytes"):
+        checks.check_bytes_moved(lambda m, n, k, fused: gbr.bytes_moved(m, n, k, fused) // 4)
+
+
+# --- 03.2 convolution --------------------------------------------------------------------------
+
+
+def test_every_convolution_variant_passes(capsys):
+    checks.check_conv(lambda y, x, w, b: conv.conv_direct_hwc[conv.grid_2d(y)](x, w, b, y), relu=False,
+                      name="direct")
+    for label, launch in conv.VARIANTS.items():
+        checks.check_conv(launch, name=label)
+    assert capsys.readouterr().out.count("correct for all 3 shapes") == 1 + len(conv.VARIANTS)
+
+
+T = conv.TILE
+
+
+@cuda.jit
+def conv_tile_halo_off_by_one(x, w, bias, y):
+    # the mistake: the tile starts at the block's first output pixel, not one before it
+    tile = cuda.shared.array((T + 2, T + 2), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    ox0, oy0 = cuda.blockIdx.x * T, cuda.blockIdx.y * T
+    b, o = cuda.blockIdx.z // y.shape[1], cuda.blockIdx.z % y.shape[1]
+    cin, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    acc = float32(0)
+    for c in range(cin):
+        for e in range(ty * T + tx, (T + 2) * (T + 2), T * T):
+            r, q = e // (T + 2), e % (T + 2)
+            iy, ix = oy0 + r, ox0 + q
+            tile[r, q] = x[b, c, iy, ix] if 0 <= iy < h and 0 <= ix < wd else float32(0)
+        cuda.syncthreads()
+        for i in range(3):
+            for j in range(3):
+                acc += tile[ty + i, tx + j] * w[o, c, i, j]
+        cuda.syncthreads()
+    if ox0 + tx < wd and oy0 + ty < h:
+        y[b, o, oy0 + ty, ox0 + tx] = max(acc + bias[o], float32(0))
+
+
+def _conv_kernel(bias_of, clamp=False, flip=False, relu=True):
+    """A one-pixel-per-thread kernel with one mistake chosen by the arguments."""
+    @cuda.jit
+    def k(x, w, bias, y):
+        ox = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        oy = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+        cout = y.shape[1]
+        b, o = cuda.blockIdx.z // cout, cuda.blockIdx.z % cout
+        cin, h, wd = x.shape[1], x.shape[2], x.shape[3]
+        if ox < wd and oy < h:
+            acc = float32(0)
+            for c in range(cin):
+                for i in range(3):
+                    for j in range(3):
+                        iy, ix = oy + i - 1, ox + j - 1
+                        if clamp:  # the edge pixel repeated instead of zeros
+                            iy, ix = min(max(iy, 0), h - 1), min(max(ix, 0), wd - 1)
+                        if 0 <= iy < h and 0 <= ix < wd:
+                            wi, wj = (2 - i, 2 - j) if flip else (i, j)
+                            acc += x[b, c, iy, ix] * w[o, c, wi, wj]
+            v = acc + bias[bias_of(o, cout)]
+            y[b, o, oy, ox] = max(v, float32(0)) if relu else v
+    return conv.launcher(k)
+
+
+same = cuda.jit(device=True)(lambda o, cout: o)
+next_channel = cuda.jit(device=True)(lambda o, cout: (o + 1) % cout)
+
+
+@pytest.mark.parametrize("launch, message", [
+    (conv.launcher(conv_tile_halo_off_by_one), "halo off by one: the 3x3 window is shifted by \\(\\+1, \\+1\\)"),
+    (_conv_kernel(next_channel), "bias of the wrong channel: output channel 0 \\(batch 0\\) received bias\\[1\\]"),
+    (_conv_kernel(same, clamp=True), "only outputs on the image's border are wrong: the padding"),
+    (_conv_kernel(same, flip=True), "the window is flipped"),
+    (_conv_kernel(same, relu=False), "the ReLU is missing"),
+])
+def test_convolution_names_the_mistake(launch, message):
+    with pytest.raises(CheckFailed, match=message):
+        checks.check_conv(launch, seed=5)
+
+
+# --- 03.3 LayerNorm + GELU ---------------------------------------------------------------------
+
+
+def test_layernorm_kernels_pass_in_float32_and_float16(capsys):
+    for dtype in ("float32", "float16"):
+        checks.check_layernorm_gelu(ln.launch_warp_per_row, dtype=dtype)
+    checks.check_layernorm_gelu(ln.launch_block_per_row, max_n=ln.BLOCK * ln.BLOCK_VALUES, shapes=[
+        ("rows of length 1", (2, 1)), ("odd, over a block", (2, ln.BLOCK + 3))])
+    out = capsys.readouterr().out
+    assert "(float32): y, mean and rstd correct" in out and "(float16): y, mean and rstd correct" in out
+    assert "rows of length 1" in out and "odd length" in out
+
+
+def _ln_kernel(minus=0, use_eps=True, erf=False):
+    """Two-pass LayerNorm + GELU, one thread per row, with one mistake chosen by the arguments."""
+    @cuda.jit
+    def k(x, gamma, beta, y, mean_out, rstd_out, eps):
+        r = cuda.grid(1)
+        if r < x.shape[0]:
+            n = x.shape[1]
+            s = float32(0)
+            for c in range(n):
+                s += float32(x[r, c])
+            mean = s / n
+            m2 = float32(0)
+            for c in range(n):
+                d = float32(x[r, c]) - mean
+                m2 += d * d
+            var = m2 / (n - minus) if n - minus != 0 else m2 * float32(math.nan)
+            rstd = float32(1) / math.sqrt(var + (eps if use_eps else float32(0)))
+            mean_out[r], rstd_out[r] = mean, rstd
+            for c in range(n):
+                v = (float32(x[r, c]) - mean) * rstd * gamma[c] + beta[c]
+                if erf:
+                    y[r, c] = 0.5 * v * (1 + math.erf(v / math.sqrt(2.0)))
+                else:
+                    y[r, c] = 0.5 * v * (1 + math.tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))
+
+    def launch(y, mean, rstd, x, gamma, beta):
+        k[-(-x.shape[0] // 32), 32](x, gamma, beta, y, mean, rstd, float32(1e-5))
+    return launch
+
+
+def test_a_right_two_pass_kernel_passes(capsys):
+    checks.check_layernorm_gelu(_ln_kernel(), max_n=64)
+    assert "correct" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("launch, message", [
+    (_ln_kernel(minus=1), "variance with the wrong divisor"),
+    (_ln_kernel(use_eps=False), "eps is left out"),
+    (_ln_kernel(erf=True), "GELU in its erf form"),
+])
+def test_layernorm_names_the_mistake(launch, message):
+    with pytest.raises(CheckFailed, match=message):
+        checks.check_layernorm_gelu(launch, max_n=64, seed=7)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_the_wrong_divisor_is_named_on_odd_rows_in_both_formats(dtype):
+    with pytest.raises(CheckFailed, match="variance with the wrong divisor"):
+        checks.check_layernorm_gelu(_ln_kernel(minus=1), dtype=dtype, shapes=[("odd length", (5, 33))], seed=8)
+
+
+def test_statistics_accumulated_in_float16_fail():
+    # the mistake: the row's sum kept in float16 (11-bit mantissa) instead of float32
+    @cuda.jit
+    def k(x, gamma, beta, y, mean_out, rstd_out, eps):
+        r = cuda.grid(1)
+        if r < x.shape[0]:
+            n = x.shape[1]
+            s = np.float16(0)
+            for c in range(n):
+                s = np.float16(s + x[r, c])
+            mean = float32(s) / n
+            m2 = float32(0)
+            for c in range(n):
+                d = float32(x[r, c]) - mean
+                m2 += d * d
+            rstd = float32(1) / math.sqrt(m2 / n + eps)
+            mean_out[r], rstd_out[r] = mean, rstd
+            for c in range(n):
+                v = (float32(x[r, c]) - mean) * rstd * gamma[c] + beta[c]
+                y[r, c] = 0.5 * v * (1 + math.tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))
+
+    def launch(y, mean, rstd, x, gamma, beta):
+        k[-(-x.shape[0] // 32), 32](x, gamma, beta, y, mean, rstd, float32(1e-5))
+    with pytest.raises(CheckFailed, match="LayerNorm \\+ GELU, mean .*float16"):
+        checks.check_layernorm_gelu(launch, dtype="float16", shapes=[("long rows", (4, 127))], seed=12)
+
+
+# --- 03.4 epilogues and the row softmax --------------------------------------------------------
+
+
+def test_every_epilogue_passes(capsys):
+    for label, (fn, _) in epilogues.EPILOGUES.items():
+        checks.check_epilogue(epilogues.gemm_with(fn), label, shapes=[("edges", (35, 37, 19))])
+    assert capsys.readouterr().out.count("correct for all 1 shapes") == len(epilogues.EPILOGUES)
+
+
+@cuda.jit(device=True)
+def ep_sigmoid_then_bias(v, row, col, aux):
+    return float32(1) / (float32(1) + math.exp(-v)) + aux[0][col]
+
+
+@cuda.jit(device=True)
+def ep_swapped(v, row, col, aux):
+    return aux[3] * v + aux[2] * aux[1][row, col] + aux[4] * aux[0][col]
+
+
+@pytest.mark.parametrize("fn, label, message", [
+    (ep_sigmoid_then_bias, "bias + sigmoid", "the activation comes before the bias"),
+    (ep_swapped, "alpha*AB + beta*C + gamma*bias", "alpha and beta are swapped"),
+])
+def test_epilogue_names_the_mistake(fn, label, message):
+    with pytest.raises(CheckFailed, match=message):
+        checks.check_epilogue(epilogues.gemm_with(fn), label, shapes=[("edges", (35, 37, 19))], seed=9)
+
+
+def test_row_softmax_passes(capsys):
+    checks.check_row_softmax(epilogues.launch_row_softmax)
+    assert "correct for all 3 shapes" in capsys.readouterr().out
+
+
+ST, SV = epilogues.SOFTMAX_THREADS, epilogues.SOFTMAX_VALUES
+
+
+def _softmax_kernel(subtract_max=True, whole_row=True):
+    @cuda.jit
+    def k(a, b, out):
+        scratch = cuda.shared.array(ST // 32, float32)
+        v = cuda.local.array(SV, float32)
+        row, t = cuda.blockIdx.x, cuda.threadIdx.x
+        n, kk = b.shape[1], a.shape[1]
+        m = float32(-math.inf)
+        for j in range(SV):
+            col = t + ST * j
+            v[j] = float32(-math.inf)
+            if col < n:
+                acc = float32(0)
+                for q in range(kk):
+                    acc += a[row, q] * b[q, col]
+                v[j] = acc
+                m = max(m, acc)
+        m = epilogues.block_max_f32(m, scratch) if subtract_max else float32(0)
+        s = float32(0)
+        for j in range(SV):
+            v[j] = math.exp(v[j] - m) if v[j] != -math.inf else float32(0)
+            s += v[j]
+        if whole_row:
+            s = epilogues.block_sum_f32(s, scratch)
+        for j in range(SV):
+            col = t + ST * j
+            if col < n:
+                out[row, col] = v[j] / s
+
+    def launch(out, a, b):
+        k[a.shape[0], ST](a, b, out)
+    return launch
+
+
+@pytest.mark.parametrize("launch, message", [(_softmax_kernel(subtract_max=False), "softmax without the row max"),
+                                             (_softmax_kernel(whole_row=False), "the rows do not sum to 1")])
+def test_row_softmax_names_the_mistake(launch, message):
+    with pytest.raises(CheckFailed, match=message):
+        checks.check_row_softmax(launch, seed=11)

@@ -1,0 +1,437 @@
+"""Notebook 03.2: 3x3 convolution + bias + ReLU, NCHW, padding 1, stride 1, float32.
+
+``x`` is B x C_in x H x W, ``w`` C_out x C_in x 3 x 3, ``bias`` C_out; the output ``y`` is
+B x C_out x H x W with ``y[b, o, h, w] = relu(bias[o] + sum_{c, i, j} x[b, c, h+i-1, w+j-1] w[o, c, i, j])``
+(``x`` is zero outside the image: the padding). Every kernel here maps one block to one (batch,
+output channel) pair (``blockIdx.z``, or a group of output channels for the register-blocked one)
+and a 2D tile of output pixels (``blockIdx.x``/``y``), so that neighbouring threads read
+neighbouring pixels (coalesced).
+
+The variants, one idea each (the notebook predicts, then measures, each one's effect):
+
+* :data:`conv_direct_hwc` and :data:`relu_inplace`: the direct kernel, loops ``i -> j -> c``
+  (window position outermost, input channel innermost), then the ReLU as a second kernel;
+* :data:`conv_fused_hwc`: the same with bias and ReLU in the one kernel;
+* :data:`conv_fused_c_outer`: ``c`` outermost, so the 9 weights of a channel are read together;
+* :func:`const_bias_kernel`: the bias in constant memory (compiled into the kernel, so one
+  compilation per bias array: the price of constant memory in Numba);
+* :data:`conv_smem_weights`: the block's C_in x 9 weights staged in shared memory once;
+* :data:`conv_smem_tile`: per input channel, the block's input tile with its one-pixel halo staged
+  in shared memory ((T+2) x (T+2) values for T x T outputs), plus the weights;
+* :data:`conv_register_blocked`: each thread computes COB output channels x PX adjacent pixels,
+  reusing each loaded input COB times and each weight PX times.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from ..sizes import sizes as _sizes
+from ..validate import KernelLabArgumentError
+
+from numba import cuda, float32  # noqa: E402  (kernel_lab chose GPU or simulator already)
+
+_S = _sizes(gpu=dict(tile=16, max_cin=128, cob=8, px=4, rb_tx=16, rb_ty=8, threads=256),
+            sim=dict(tile=4, max_cin=8, cob=2, px=2, rb_tx=4, rb_ty=2, threads=64))
+TILE = _S.tile  # output tile of the 2D kernels: TILE x TILE threads, one pixel each
+MAX_CIN = _S.max_cin  # shared-memory weights: at most MAX_CIN input channels (static array size)
+COB, PX = _S.cob, _S.px  # register blocking: output channels x pixels per thread
+RB_TX, RB_TY = _S.rb_tx, _S.rb_ty  # register-blocked kernel: threads per block (x, y)
+EW_THREADS = _S.threads
+
+# The issue's shape sweep: (B, C_in, C_out, H = W)
+SHAPES = _sizes(gpu=dict(s=[(4, 32, 64, 64), (4, 32, 32, 64), (8, 32, 64, 128), (8, 64, 64, 512),
+                            (8, 128, 128, 512)]),
+                sim=dict(s=[(1, 3, 5, 7), (2, 4, 3, 9)])).s
+
+
+# --- references --------------------------------------------------------------------------------
+
+
+def reference(x, w, bias, relu=True):
+    """float64 3x3 convolution (cross-correlation, as in every DL framework), padding 1, + bias,
+    then ReLU (``relu=False``: without it)."""
+    x, w, bias = (np.asarray(a, np.float64) for a in (x, w, bias))
+    _, _, h, wd = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    y = np.zeros((x.shape[0], w.shape[0], h, wd))
+    for i in range(3):
+        for j in range(3):
+            y += np.einsum("bchw,oc->bohw", xp[:, :, i:i + h, j:j + wd], w[:, :, i, j], optimize=True)
+    y += bias[None, :, None, None]
+    return np.maximum(y, 0.0) if relu else y
+
+
+def magnitude(x, w, bias, relu=True):
+    """The size of the terms behind each output element: the same sums over |x|, |w|, |bias|."""
+    return reference(np.abs(x), np.abs(w), np.abs(bias), relu=False)
+
+
+def bytes_moved(b, cin, cout, h, w) -> int:
+    """The fewest bytes any fused kernel moves: x and the weights read once, y written once."""
+    return 4 * (b * cin * h * w + cout * cin * 9 + cout + b * cout * h * w)
+
+
+def flops(b, cin, cout, h, w) -> int:
+    return 2 * b * cout * h * w * cin * 9
+
+
+def check_shapes(y, x, w, bias):
+    """Clear errors for inputs the kernels cannot take."""
+    if x.ndim != 4 or w.ndim != 4 or bias.ndim != 1 or y.ndim != 4:
+        raise KernelLabArgumentError("expected x: B x C_in x H x W, w: C_out x C_in x 3 x 3, bias: C_out, "
+                                     "y: B x C_out x H x W")
+    b, cin, h, wd = x.shape
+    if w.shape[1:] != (cin, 3, 3):
+        raise KernelLabArgumentError(f"w has shape {w.shape}, expected ({w.shape[0]}, {cin}, 3, 3)")
+    if bias.shape != (w.shape[0],) or y.shape != (b, w.shape[0], h, wd):
+        raise KernelLabArgumentError(f"bias {bias.shape} or y {y.shape} do not match C_out = {w.shape[0]}")
+    for a, what in [(x, "x"), (w, "w"), (bias, "bias"), (y, "y")]:
+        if np.dtype(a.dtype) != np.float32:
+            raise KernelLabArgumentError(f"{what} is {a.dtype}: these kernels take float32")
+
+
+def grid_2d(y, tile=TILE):
+    """(blocks, threads) for the one-pixel-per-thread kernels."""
+    b, cout, h, wd = y.shape
+    return (-(-wd // tile), -(-h // tile), b * cout), (tile, tile)
+
+
+# --- 1. direct, window outer, channels inner; ReLU as a second kernel -----------------------------
+
+
+@cuda.jit
+def conv_direct_hwc(x, w, bias, y):
+    ox = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    oy = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    b, o = cuda.blockIdx.z // y.shape[1], cuda.blockIdx.z % y.shape[1]
+    cin, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    if ox < wd and oy < h:
+        acc = float32(0)
+        for i in range(3):
+            iy = oy + i - 1
+            for j in range(3):
+                ix = ox + j - 1
+                if 0 <= iy < h and 0 <= ix < wd:
+                    for c in range(cin):  # innermost: a different plane, H*W floats away, each step
+                        acc += x[b, c, iy, ix] * w[o, c, i, j]
+        y[b, o, oy, ox] = acc + bias[o]
+
+
+@cuda.jit
+def relu_inplace(y):
+    i = cuda.grid(1)
+    if i < y.size:
+        y[i] = max(y[i], float32(0))
+
+
+def launch_unfused(y, x, w, bias):
+    """conv + bias, then ReLU: two kernels, y written, read and written again."""
+    blocks, threads = grid_2d(y)
+    conv_direct_hwc[blocks, threads](x, w, bias, y)
+    flat = y.reshape(y.size)
+    relu_inplace[-(-y.size // EW_THREADS), EW_THREADS](flat)
+
+
+# --- 2. fused; 3. C_in outermost ---------------------------------------------------------------
+
+
+@cuda.jit
+def conv_fused_hwc(x, w, bias, y):
+    ox = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    oy = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    b, o = cuda.blockIdx.z // y.shape[1], cuda.blockIdx.z % y.shape[1]
+    cin, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    if ox < wd and oy < h:
+        acc = float32(0)
+        for i in range(3):
+            iy = oy + i - 1
+            for j in range(3):
+                ix = ox + j - 1
+                if 0 <= iy < h and 0 <= ix < wd:
+                    for c in range(cin):
+                        acc += x[b, c, iy, ix] * w[o, c, i, j]
+        y[b, o, oy, ox] = max(acc + bias[o], float32(0))
+
+
+@cuda.jit
+def conv_fused_c_outer(x, w, bias, y):
+    ox = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    oy = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    b, o = cuda.blockIdx.z // y.shape[1], cuda.blockIdx.z % y.shape[1]
+    cin, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    if ox < wd and oy < h:
+        acc = float32(0)
+        for c in range(cin):  # one plane at a time: the 3 x 3 window's rows are cached lines
+            for i in range(3):
+                iy = oy + i - 1
+                if 0 <= iy < h:
+                    for j in range(3):
+                        ix = ox + j - 1
+                        if 0 <= ix < wd:
+                            acc += x[b, c, iy, ix] * w[o, c, i, j]
+        y[b, o, oy, ox] = max(acc + bias[o], float32(0))
+
+
+def launcher(kernel, tile=TILE):
+    """``launch(y, x, w, bias)`` for a one-pixel-per-thread kernel ``kernel(x, w, bias, y)``."""
+    def launch(y, x, w, bias):
+        blocks, threads = grid_2d(y, tile)
+        kernel[blocks, threads](x, w, bias, y)
+    launch.kernel = kernel
+    return launch
+
+
+# --- 4. bias in constant memory ----------------------------------------------------------------
+
+_CONST_KERNELS: dict = {}
+
+
+def const_bias_kernel(bias_host: np.ndarray):
+    """The C_in-outer kernel with ``bias_host`` compiled into constant memory. Constant memory is
+    fixed when the kernel is compiled, so each bias array costs one compilation (cached by its bytes)."""
+    bias_host = np.ascontiguousarray(bias_host, dtype=np.float32)
+    key = hashlib.sha1(bias_host.tobytes()).hexdigest()
+    if key in _CONST_KERNELS:
+        return _CONST_KERNELS[key]
+    BIAS = bias_host
+
+    @cuda.jit
+    def conv_const_bias(x, w, y):
+        cbias = cuda.const.array_like(BIAS)  # every thread of a block reads the same element: a broadcast
+        ox = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        oy = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+        b, o = cuda.blockIdx.z // y.shape[1], cuda.blockIdx.z % y.shape[1]
+        cin, h, wd = x.shape[1], x.shape[2], x.shape[3]
+        if ox < wd and oy < h:
+            acc = float32(0)
+            for c in range(cin):
+                for i in range(3):
+                    iy = oy + i - 1
+                    if 0 <= iy < h:
+                        for j in range(3):
+                            ix = ox + j - 1
+                            if 0 <= ix < wd:
+                                acc += x[b, c, iy, ix] * w[o, c, i, j]
+            y[b, o, oy, ox] = max(acc + cbias[o], float32(0))
+
+    _CONST_KERNELS[key] = conv_const_bias
+    return conv_const_bias
+
+
+def launch_const_bias(y, x, w, bias):
+    bias_host = bias.copy_to_host() if hasattr(bias, "copy_to_host") else np.asarray(bias)
+    kernel = const_bias_kernel(bias_host)
+    blocks, threads = grid_2d(y)
+    kernel[blocks, threads](x, w, y)
+
+
+# --- 5. weights in shared memory ---------------------------------------------------------------
+
+
+def _require_cin(x):
+    if x.shape[1] > MAX_CIN:
+        raise KernelLabArgumentError(f"C_in = {x.shape[1]}: the shared-memory kernels hold at most {MAX_CIN} "
+                                     "input channels' weights (MAX_CIN)")
+
+
+@cuda.jit(device=True, inline="always")
+def stage_weights(w, w_s, o, cin, t, nthreads):
+    """The C_in x 9 weights of output channel ``o`` into shared memory, all threads of the block."""
+    for e in range(t, cin * 9, nthreads):
+        c, k = e // 9, e % 9
+        w_s[e] = w[o, c, k // 3, k % 3]
+
+
+@cuda.jit
+def conv_smem_weights(x, w, bias, y):
+    w_s = cuda.shared.array(MAX_CIN * 9, float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    ox = cuda.blockIdx.x * cuda.blockDim.x + tx
+    oy = cuda.blockIdx.y * cuda.blockDim.y + ty
+    b, o = cuda.blockIdx.z // y.shape[1], cuda.blockIdx.z % y.shape[1]
+    cin, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    stage_weights(w, w_s, o, cin, ty * cuda.blockDim.x + tx, cuda.blockDim.x * cuda.blockDim.y)
+    cuda.syncthreads()  # every thread, inside the image or not, reaches the barrier
+    if ox < wd and oy < h:
+        acc = float32(0)
+        for c in range(cin):
+            for i in range(3):
+                iy = oy + i - 1
+                if 0 <= iy < h:
+                    for j in range(3):
+                        ix = ox + j - 1
+                        if 0 <= ix < wd:
+                            acc += x[b, c, iy, ix] * w_s[c * 9 + i * 3 + j]
+        y[b, o, oy, ox] = max(acc + bias[o], float32(0))
+
+
+def launch_smem_weights(y, x, w, bias):
+    _require_cin(x)
+    blocks, threads = grid_2d(y)
+    conv_smem_weights[blocks, threads](x, w, bias, y)
+
+
+# --- 6. input tile with halo in shared memory --------------------------------------------------
+
+
+@cuda.jit(device=True, inline="always")
+def stage_tile(x, tile, b, c, oy0, ox0, h, wd, t, nthreads):
+    """The (TILE+2) x (TILE+2) input pixels of channel ``c`` that the block's TILE x TILE outputs
+    read: rows oy0-1 .. oy0+TILE, columns ox0-1 .. ox0+TILE; 0 outside the image (the padding)."""
+    for e in range(t, (TILE + 2) * (TILE + 2), nthreads):
+        r, q = e // (TILE + 2), e % (TILE + 2)
+        iy, ix = oy0 + r - 1, ox0 + q - 1
+        tile[r, q] = x[b, c, iy, ix] if 0 <= iy < h and 0 <= ix < wd else float32(0)
+
+
+@cuda.jit
+def conv_smem_tile(x, w, bias, y):
+    tile = cuda.shared.array((TILE + 2, TILE + 2), float32)
+    w_s = cuda.shared.array(MAX_CIN * 9, float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    ox0, oy0 = cuda.blockIdx.x * TILE, cuda.blockIdx.y * TILE
+    b, o = cuda.blockIdx.z // y.shape[1], cuda.blockIdx.z % y.shape[1]
+    cin, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    t = ty * TILE + tx
+    stage_weights(w, w_s, o, cin, t, TILE * TILE)
+    acc = float32(0)
+    for c in range(cin):
+        stage_tile(x, tile, b, c, oy0, ox0, h, wd, t, TILE * TILE)
+        cuda.syncthreads()  # the tile (and, the first time, the weights) complete
+        for i in range(3):
+            for j in range(3):
+                acc += tile[ty + i, tx + j] * w_s[c * 9 + i * 3 + j]
+        cuda.syncthreads()  # everyone done with the tile before the next channel overwrites it
+    if ox0 + tx < wd and oy0 + ty < h:
+        y[b, o, oy0 + ty, ox0 + tx] = max(acc + bias[o], float32(0))
+
+
+def launch_smem_tile(y, x, w, bias):
+    _require_cin(x)
+    blocks, threads = grid_2d(y)
+    conv_smem_tile[blocks, threads](x, w, bias, y)
+
+
+# --- 7. register blocking over output channels and pixels --------------------------------------
+
+
+@cuda.jit
+def conv_register_blocked(x, w, bias, y):
+    w_s = cuda.shared.array(COB * MAX_CIN * 9, float32)  # the group's COB output channels
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    cout = y.shape[1]
+    groups = (cout + COB - 1) // COB
+    b, g = cuda.blockIdx.z // groups, cuda.blockIdx.z % groups
+    cin, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    ox0 = (cuda.blockIdx.x * RB_TX + tx) * PX  # this thread's PX adjacent pixels of one row
+    oy = cuda.blockIdx.y * RB_TY + ty
+    t, nthreads = ty * RB_TX + tx, RB_TX * RB_TY
+    for e in range(t, COB * cin * 9, nthreads):
+        oc, rest = e // (cin * 9), e % (cin * 9)
+        o = g * COB + oc
+        w_s[e] = w[o, rest // 9, (rest % 9) // 3, rest % 3] if o < cout else float32(0)
+    cuda.syncthreads()
+    acc = cuda.local.array((COB, PX), float32)
+    xin = cuda.local.array((3, PX + 2), float32)
+    for oc in range(COB):
+        for p in range(PX):
+            acc[oc, p] = 0
+    if oy < h and ox0 < wd:
+        for c in range(cin):
+            for i in range(3):  # 3 x (PX + 2) inputs, each used by up to 3 pixels x COB channels
+                iy = oy + i - 1
+                for q in range(PX + 2):
+                    ix = ox0 + q - 1
+                    xin[i, q] = x[b, c, iy, ix] if 0 <= iy < h and 0 <= ix < wd else float32(0)
+            for oc in range(COB):
+                for i in range(3):
+                    for j in range(3):
+                        wv = w_s[(oc * cin + c) * 9 + i * 3 + j]
+                        for p in range(PX):
+                            acc[oc, p] += xin[i, p + j] * wv
+        for oc in range(COB):
+            o = g * COB + oc
+            if o < cout:
+                for p in range(PX):
+                    if ox0 + p < wd:
+                        y[b, o, oy, ox0 + p] = max(acc[oc, p] + bias[o], float32(0))
+
+
+def launch_register_blocked(y, x, w, bias):
+    _require_cin(x)
+    b, cout, h, wd = y.shape
+    blocks = (-(-wd // (RB_TX * PX)), -(-h // RB_TY), b * -(-cout // COB))
+    conv_register_blocked[blocks, (RB_TX, RB_TY)](x, w, bias, y)
+
+
+VARIANTS = {
+    "direct (i,j,c) + separate ReLU": launch_unfused,
+    "fused (i,j,c)": launcher(conv_fused_hwc),
+    "fused, C_in outermost": launcher(conv_fused_c_outer),
+    "bias in constant memory": launch_const_bias,
+    "weights in shared memory": launch_smem_weights,
+    "input tile + halo in shared memory": launch_smem_tile,
+    f"register blocked ({COB} ch x {PX} px)": launch_register_blocked,
+}
+
+
+# --- cuDNN through PyTorch (optional) ----------------------------------------------------------
+
+
+def torch_peers(torch, x, w, bias):
+    """{label: fn()} running cuDNN's convolution + bias, then ReLU, on tensors that share the device
+    arrays' memory: once in true float32 (``allow_tf32 = False``) and once with TF32 tensor cores
+    (10-bit mantissas: faster, less accurate; not the same computation as ours)."""
+    tx, tw, tb = (torch.as_tensor(a, device="cuda") for a in (x, w, bias))
+    conv = torch.nn.functional.conv2d
+
+    def run(tf32):
+        def fn():
+            torch.backends.cudnn.allow_tf32 = tf32
+            return torch.relu_(conv(tx, tw, tb, padding=1))
+        return fn
+    torch.backends.cudnn.benchmark = True  # let cuDNN pick its fastest algorithm (tried during warm-up)
+    return {"cuDNN fp32 (allow_tf32=False)": run(False), "cuDNN TF32 (allow_tf32=True)": run(True)}
+
+
+def sweep(launchers: dict, shapes=None, *, torch=None, repeat=5, quiet=True):
+    """Time each launcher on each shape: {shape: {label: Measurement}}; cuDNN beside them when
+    ``torch`` (the module) is given. Under the simulator nothing is timed."""
+    from ..bench import benchmark
+
+    rng = np.random.default_rng(0)
+    table = {}
+    for shape in shapes or SHAPES:
+        b, cin, cout, hw = shape
+        x = cuda.to_device(rng.standard_normal((b, cin, hw, hw), dtype=np.float32))
+        w = cuda.to_device((rng.standard_normal((cout, cin, 3, 3)) / np.sqrt(9 * cin)).astype(np.float32))
+        bias = cuda.to_device(rng.standard_normal(cout, dtype=np.float32))
+        y = cuda.device_array((b, cout, hw, hw), np.float32)
+        row = {}
+        nbytes, nflops = bytes_moved(b, cin, cout, hw, hw), flops(b, cin, cout, hw, hw)
+        for label, launch in launchers.items():
+            row[label] = benchmark(f"{label} {shape}", lambda launch=launch: launch(y, x, w, bias), bytes=nbytes,
+                                   flops=nflops, peak="sgemm", inputs=(x,), repeat=repeat, quiet=quiet)
+        if torch is not None:
+            for label, fn in torch_peers(torch, x, w, bias).items():
+                row[label] = benchmark(f"{label} {shape}", fn, bytes=nbytes, flops=nflops, peak="sgemm",
+                                       repeat=repeat, quiet=quiet)
+        table[shape] = row
+    return table
+
+
+def sweep_table(table, baseline: str) -> str:
+    """The sweep as text: one row per shape, each variant's time and its speedup over ``baseline``."""
+    labels = list(next(iter(table.values())))
+    lines = ["(B, C_in, C_out, H=W)  " + " | ".join(labels)]
+    for shape, row in table.items():
+        base = row[baseline].ms
+        cells = []
+        for label in labels:
+            ms = row[label].ms
+            cells.append("skipped" if ms is None else f"{ms:.3f} ms ({base / ms:.2f}x)")
+        lines.append(f"{str(shape):<22} " + " | ".join(cells))
+    return "\n".join(lines)
