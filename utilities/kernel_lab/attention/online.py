@@ -49,6 +49,8 @@ def blocked_forward(q, k, v, *, scale=None, kv_lens=None, causal=False, block_n=
     s_all = np.float32(scale) * np.einsum("bhid,bhjd->bhij", q, k).astype(dtype)
     i = np.arange(sq)[:, None]
     j = np.arange(sk)[None, :]
+    if not causal and mistake in ("causal_strict", "causal_plus_one", "diagonal_block_skipped"):
+        mistake = None  # mistakes of the causal mask change nothing without it
     if mistake == "causal_strict":
         allowed = key_mask(sq, sk, kv_lens, False, b) & (j < i)[None, None]
     elif mistake == "causal_plus_one":
@@ -88,3 +90,78 @@ def blocked_forward(q, k, v, *, scale=None, kv_lens=None, causal=False, block_n=
         log_l = np.log2(ell) if mistake == "lse_log2" else np.log(ell)
         lse = np.where(empty, neg_inf, log_l if mistake == "lse_without_max" else m + log_l)
     return out.astype(dtype), lse[..., 0].astype(dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# Row softmax, one element at a time (notebook 04.2), and the backward pass, with their mistakes
+
+SOFTMAX_MISTAKES = {
+    "max_not_subtracted": "exp(x) is taken without subtracting the row's max: it overflows to inf for x > 88 "
+                          "(float32), and inf / inf is NaN",
+    "normaliser_stale_max": MISTAKES["normaliser_stale_max"],
+    "lse_without_max": MISTAKES["lse_without_max"],
+    "lse_log2": MISTAKES["lse_log2"],
+}
+
+
+def online_softmax(x, mistake: str | None = None, dtype=np.float32):
+    """``(p, lse)`` of each row of ``x`` by the running max and normaliser, one element at a time,
+    in ``dtype``; ``mistake`` is one of ``SOFTMAX_MISTAKES``. Rows with no finite entry give 0 and -inf."""
+    if mistake is not None and mistake not in SOFTMAX_MISTAKES:
+        raise ValueError(f"unknown mistake {mistake!r}; known: {', '.join(SOFTMAX_MISTAKES)}")
+    x = np.asarray(x).astype(dtype)
+    neg_inf = dtype(-np.inf)
+    m = np.full(x.shape[0], neg_inf, dtype)
+    ell = np.zeros(x.shape[0], dtype)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        if mistake == "max_not_subtracted":
+            e = np.exp(x)
+            ell = e.sum(axis=1)
+            p = e / ell[:, None]
+            return p.astype(dtype), np.log(ell).astype(dtype)
+        for j in range(x.shape[1]):
+            xj = x[:, j]
+            new = xj > m
+            alpha = np.where(new, np.exp(m - xj), dtype(1))
+            if mistake == "normaliser_stale_max":
+                alpha = np.ones_like(alpha)
+            add = np.where(new, dtype(1), np.where(xj > neg_inf, np.exp(xj - m), dtype(0)))
+            ell = (alpha * ell + add).astype(dtype)
+            m = np.where(new, xj, m)
+        empty = ell == 0
+        p = np.where(empty[:, None], dtype(0), np.exp(x - m[:, None]) / np.where(empty, 1, ell)[:, None])
+        log_l = np.log2(ell) if mistake == "lse_log2" else np.log(ell)
+        lse = np.where(empty, neg_inf, log_l if mistake == "lse_without_max" else m + log_l)
+    return p.astype(dtype), lse.astype(dtype)
+
+
+BACKWARD_MISTAKES = {
+    "delta_missing": "dS = P * dP: the term D_i = rowsum(dO * O) is not subtracted (dS = P * (dP - D))",
+    "p_without_lse": "P recomputed as exp(S) without subtracting the saved lse (P = exp(S - lse))",
+    "scale_missing": "dQ and dK miss the softmax scale (dQ = scale * dS K, dK = scale * dS^T Q)",
+    "mask_missing": "the backward pass does not apply the mask (causal or key padding) when it recomputes P",
+}
+
+
+def backward_with_mistake(q, k, v, d_o, *, mistake: str, scale=None, kv_lens=None, causal=False):
+    """``(dQ, dK, dV)`` in float64 with one of ``BACKWARD_MISTAKES`` (what a wrong kernel computes)."""
+    from .reference import forward, probabilities, scores
+
+    if mistake not in BACKWARD_MISTAKES:
+        raise ValueError(f"unknown mistake {mistake!r}; known: {', '.join(BACKWARD_MISTAKES)}")
+    scale = default_scale(q) if scale is None else scale
+    q, k, v, d_o = (np.asarray(a, np.float64) for a in (q, k, v, d_o))
+    o, lse = forward(q, k, v, scale=scale, kv_lens=kv_lens, causal=causal)
+    p, _, mask = probabilities(q, k, scale=scale, kv_lens=kv_lens, causal=causal)
+    live = np.isfinite(lse)[..., None]
+    with np.errstate(over="ignore", invalid="ignore"):
+        if mistake == "p_without_lse":
+            p = np.where(mask & live, np.exp(scores(q, k, scale)), 0.0)
+        elif mistake == "mask_missing":
+            p = np.where(live, np.exp(scores(q, k, scale) - np.where(live, lse[..., None], 0.0)), 0.0)
+    d_v = np.einsum("bhij,bhid->bhjd", p, d_o)
+    d_p = np.einsum("bhid,bhjd->bhij", d_o, v)
+    delta = 0.0 if mistake == "delta_missing" else np.sum(d_o * o, axis=-1, keepdims=True)
+    d_s = p * (d_p - delta)
+    sc = 1.0 if mistake == "scale_missing" else scale
+    return sc * np.einsum("bhij,bhjd->bhid", d_s, k), sc * np.einsum("bhij,bhid->bhjd", d_s, q), d_v

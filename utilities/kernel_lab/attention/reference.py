@@ -134,12 +134,14 @@ def naive_traffic_bytes(batch, heads, seq, head_dim, itemsize=4) -> int:
     return int(qkvo + 4 * s)
 
 
-def fused_traffic_bytes(batch, heads, seq, head_dim, block_m, itemsize=4) -> int:
-    """Bytes the fused kernel moves from memory: Q and O once, K and V once per block of
-    ``block_m`` queries (L2 may serve repeats, so this is an upper bound), LSE once."""
+def fused_traffic_bytes(batch, heads, seq, head_dim, block_m, itemsize=4, l2_reuse=True) -> int:
+    """Bytes the fused kernel moves from memory: Q and O once, the LSE once, and K and V either once
+    (``l2_reuse``: the query blocks of one head run at about the same time and find one head's K
+    and V, ``2 seq head_dim itemsize`` bytes, in L2) or once per block of ``block_m`` queries (the
+    upper bound when nothing is reused)."""
     bh = batch * heads
-    q_blocks = -(-seq // block_m)
-    return int(bh * (2 * seq * head_dim * itemsize + 2 * q_blocks * seq * head_dim * itemsize + 4 * seq))
+    kv_reads = 1 if l2_reuse else -(-seq // block_m)
+    return int(bh * (2 * seq * head_dim * itemsize + 2 * kv_reads * seq * head_dim * itemsize + 4 * seq))
 
 
 def attention_flops(batch, heads, seq, head_dim, causal=False, backward=False) -> float:
