@@ -33,9 +33,11 @@ from ..validate import KernelLabArgumentError
 from numba import cuda, float32  # noqa: E402  (kernel_lab chose GPU or simulator already)
 
 NEG_INF = -math.inf
-TILE = 16  # the naive version's GEMM tiles (16 x 16 threads)
+# the naive version's GEMM tiles (TILE x TILE threads) and softmax block: smaller in the simulator,
+# which runs every thread in Python
+TILE = 4 if on_simulator() else 16
 TILE_PAD = TILE + 1  # a padded row: a shared array's shape must be a plain constant
-SOFTMAX_THREADS = 128
+SOFTMAX_THREADS = 8 if on_simulator() else 128
 
 
 def default_blocks(head_dim: int) -> tuple[int, int]:
