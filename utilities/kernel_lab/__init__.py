@@ -23,6 +23,8 @@ Numba's CUDA simulator (no GPU found: simulator). The modules, one job each:
   (``offline``)
 - ozaki: module 07, FP64 GEMM from INT8 products (both Ozaki schemes in NumPy, and their GPU
   kernels); bench_ozaki: every method beside cuBLAS DGEMM (``python -m kernel_lab.bench_ozaki``)
+- attention: module 04 (float64 references and the online softmax in NumPy with its classic
+  mistakes, CUDA-core kernels, the cuBLASDx tensor-core forward)
 """
 
 from .environment import choose_backend as _choose_backend
