@@ -165,7 +165,7 @@ def traffic_plot(path=HERE / "attention-traffic.svg"):
     ax.axhline(80, color="black", lw=0.6)
     ax.text(seqs[0], 95, "80 GiB: an H100's memory", fontsize=8)
     ax.axhline(50 / 1024, color="black", lw=0.6, ls="--")
-    ax.text(seqs[0], 0.06, "50 MiB: its L2", fontsize=8)
+    ax.text(seqs[0], 0.032, "50 MiB: its L2", fontsize=8)
     ax.set_xlabel("sequence length N")
     ax.set_ylabel("GiB moved (predicted)")
     ax.set_title("attention forward, batch 1, 16 heads, head_dim 64, float32", fontsize=9)
