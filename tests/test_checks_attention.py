@@ -183,3 +183,41 @@ def test_backward_names_the_mistake(mistake, message):
 def test_backward_names_nan_in_fully_masked_rows():
     with pytest.raises(CheckFailed, match=r"Hint \(fully masked nan\)"):
         checks.check_attention_backward(backward_emulated(nan_empty=True), head_dims=D, block_m=BM, seed=16)
+
+
+# --- real Numba kernels with one mistake each (the package's fused kernel, edited) ---------------------
+
+FUSED_MUTANTS = {
+    "acc not rescaled": ("acc[c] *= alpha", "acc[c] *= 1.0"),
+    "normaliser wrong max": ("ell *= alpha", "ell *= 1.0"),
+    "causal off by one": ("(not causal or j <= i)", "(not causal or j < i)"),
+    "diagonal block skipped": ("min(kv_len, q0 + BM) if causal", "min(kv_len, q0) if causal"),
+    "lse wrong": ("lse[b, h, i] = m + math.log(ell)", "lse[b, h, i] = math.log(ell)"),
+    "mask after max": (  # the block max also sees the scores of masked keys
+        "                    if j < kv_len and (not causal or j <= i):  # mask before the max",
+        "                    raw = float32(0)\n"
+        "                    for c in range(0, D, 4):\n"
+        "                        k0, k1, k2, k3 = load4(ks, (jj, c))\n"
+        "                        raw += qr[c] * k0 + qr[c + 1] * k1 + qr[c + 2] * k2 + qr[c + 3] * k3\n"
+        "                    block_max = max(block_max, raw)\n"
+        "                    if j < kv_len and (not causal or j <= i):  # mask before the max"),
+}
+
+
+@pytest.mark.parametrize("message", FUSED_MUTANTS)
+def test_forward_names_the_mistake_of_a_numba_kernel(message):
+    import inspect
+    import textwrap
+
+    source = textwrap.dedent(inspect.getsource(kernels.fused_forward_kernel.__wrapped__))
+    old, new = FUSED_MUTANTS[message]
+    assert old in source, f"the mutant '{message}' no longer applies: update FUSED_MUTANTS"
+    namespace = dict(vars(kernels))
+    exec(source.replace(old, new).replace("@functools.lru_cache(maxsize=None)\n", ""), namespace)
+    kernel = namespace["fused_forward_kernel"](8, BM, BN)
+
+    def launch(o, lse, q, k, v, lens, causal, scale):
+        kernel[(-(-q.shape[2] // BM), q.shape[0] * q.shape[1]), BM](o, lse, q, k, v, lens, causal, np.float32(scale))
+
+    with pytest.raises(CheckFailed, match=f"Hint \\({message}\\)"):
+        checks.check_attention_forward(launch, head_dims=D, block_m=BM, block_n=BN, seed=17)

@@ -238,6 +238,8 @@ def forward_cases(rng, head_dim: int, seq: int, dtype=np.float32):
     k = normal(3, 1, seq, head_dim)
     for b, n in enumerate(lens):
         k[b, :, n:] = 50.0  # padding keys: huge scores (a mask after the max keeps them)
+    k[0, :, lens[0] - 2] = 50.0  # a valid key with a huge score: with a causal mask, a future key for
+    # the queries before it (kernels that zero-fill padding still see this one in the diagonal block)
     cases.append(("padding, empty and length-1 rows", q, k, normal(3, 1, seq, head_dim), lens))
     return cases
 
@@ -343,6 +345,12 @@ def _forward_hint(got_o, got_l, q, k, v, lens, causal, scale, rate, mag, mag_l, 
         bad = ~_close(var_o, ref_o, allowed_o)
         if bad.any() and np.isnan(got_o[bad]).all():
             return _named("mask_after_max")
+    # rows with valid keys that came out all 0 or NaN (not poison): every exp(s - m) underflowed,
+    # which is what a max taken over masked scores does
+    with np.errstate(invalid="ignore"):
+        lost = ~empty & ~is_poison(got_o).any(-1) & (np.isnan(got_o).any(-1) | (got_o == 0).all(-1))
+    if lost.any():
+        return _named("mask_after_max")
     if empty.any() and (np.isnan(got_o[empty]).any() or np.isnan(got_l[empty]).any()):
         return _named("fully_masked_nan")
     return None
