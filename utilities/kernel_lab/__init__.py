@@ -28,6 +28,8 @@ Numba's CUDA simulator (no GPU found: simulator). The modules, one job each:
 - progress: every passing check noted in a local file; cli: the ``kernel-lab`` command (progress,
   benchmarks, mistakes, exercises); colab: Colab badges and install; benchmarks_page, mistakes_page:
   BENCHMARKS.md and docs/mistakes.md, generated
+- attention: module 04 (float64 references and the online softmax in NumPy with its classic
+  mistakes, CUDA-core kernels, the cuBLASDx tensor-core forward)
 """
 
 from .environment import choose_backend as _choose_backend
