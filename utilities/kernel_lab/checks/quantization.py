@@ -429,7 +429,7 @@ def check_ternary_quantize(launch, *, name: str = "ternary quantize", shapes=Non
     require_callable(launch, "launch")
     seed = _seed(seed)
     rng = np.random.default_rng(seed)
-    shapes = shapes or [("1 x 3", (1, 3)), ("5 x 38, ties", (5, 38)), ("5 x 37", (5, 37)), ("8 x 64", (8, 64))]
+    shapes = shapes or [("1 x 3", (1, 3)), ("5 x 38 (ties)", (5, 38)), ("5 x 37", (5, 37)), ("8 x 64", (8, 64))]
     for label, (rows, cols) in shapes:
         w = _ternary_weights(rng, rows, cols, ties="ties" in label)
         want_s = ref.ternary_scale_f32(w)

@@ -421,3 +421,20 @@ def as_words(x_int8):
         raise KernelLabArgumentError(f"{x.shape[-1]} int8 values per row is not a whole number of 32-bit words: "
                                      "pad K to a multiple of 4 (kernel_lab.quant.kernels.pad_cols)")
     return x.view(np.int32)
+
+
+def sass_count(kernel, opcode: str = "IDP.4A"):
+    """How many times ``opcode`` appears in the SASS of a launched kernel (None in the simulator, or
+    a sentence when the SASS cannot be had: it needs nvdisasm from the CUDA toolkit)."""
+    from ..environment import on_simulator
+
+    if on_simulator():
+        return None
+    kernel = getattr(kernel, "kernel", kernel)
+    try:
+        sass = kernel.inspect_sass()
+    except Exception as exc:  # noqa: BLE001 - nvdisasm missing, or an old numba-cuda
+        return f"no SASS here ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})"
+    if isinstance(sass, dict):
+        sass = "\n".join(sass.values())
+    return sass.count(opcode)
