@@ -23,6 +23,8 @@ Numba's CUDA simulator (no GPU found: simulator). The modules, one job each:
   (``offline``)
 - ozaki: module 07, FP64 GEMM from INT8 products (both Ozaki schemes in NumPy, and their GPU
   kernels); bench_ozaki: every method beside cuBLAS DGEMM (``python -m kernel_lab.bench_ozaki``)
+- quant: module 05, quantization formats in NumPy and the integer kernels (``quant.kernels``, DP4A in
+  ``quant.dp4a``)
 """
 
 from .environment import choose_backend as _choose_backend
