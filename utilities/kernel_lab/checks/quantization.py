@@ -100,7 +100,16 @@ def _fail(name, case, got, want, hints, seed):
         wrong = ~((got == want) | (np.isnan(got) & np.isnan(want)))
     first = tuple(np.argwhere(wrong)[0]) if wrong.any() else ()
     lines = [f"{name} ({case}): {int(wrong.sum())} of {want.size} values wrong, first at "
-             f"{_where(wrong)}: expected {want[first]!r}, got {got[first]!r} [seed={seed}]"]
+             f"{_where(wrong)}: expected {want[first].item()!r}, got {got[first].item()!r} [seed={seed}]"]
+    if not hints and wrong.all() and not np.isnan(got.astype(np.float64)).any() and not got.any():
+        hints.append("every output is 0: nothing was accumulated (is the exercise done?).")
+    if not hints:
+        if got.dtype.kind == "f" and np.isnan(got[wrong]).all():
+            hints.append("these outputs were never written (they still hold the poison, NaN): is the exercise done, "
+                         "and does the grid cover every element?")
+        elif got.dtype.kind in "iu" and np.array_equal(got[wrong], (~want.astype(got.dtype))[wrong]):
+            hints.append("these outputs were never written (they still hold the poison, the bitwise complement of "
+                         "the right answer): is the exercise done, and does the grid cover every element?")
     lines += ["Hint: " + h for h in hints]
     raise CheckFailed("\n".join(lines))
 
@@ -216,8 +225,8 @@ def check_int8_quantize(launch, *, name: str = "int8 quantize", given_amax: bool
                                  "negative, so values below -max(x) would saturate. Take the absmax.")
                 elif got_s == amax:
                     hints.append("the scale is the absmax itself: divide by 127, so that the absmax maps to 127.")
-                raise CheckFailed("\n".join([f"{name} ({case}): scale {got_s!r}, expected {want_s!r} "
-                                             f"(absmax {amax!r} / 127) [seed={seed}]"] + ["Hint: " + h for h in hints]))
+                raise CheckFailed("\n".join([f"{name} ({case}): scale {float(got_s)!r}, expected {float(want_s)!r} "
+                                             f"(absmax {float(amax)!r} / 127) [seed={seed}]"] + ["Hint: " + h for h in hints]))
             if not np.array_equal(got_q, want_q):
                 _fail(name, case, got_q, want_q, _code_hints(got_q, x, want_s, -127, 127), seed)
     print(f"{name}: bit-exact for all {len(sizes)} sizes ({', '.join(lb for lb, _ in sizes)}) and inputs "
@@ -287,7 +296,10 @@ def check_affine_rows(launch, *, name: str = "affine uint8 per channel", seed=No
     got_q, got_s, got_z = q.copy_to_host(), s.copy_to_host(), z.copy_to_host()
     if not np.array_equal(got_s, want_s):
         hints = []
-        if np.isnan(got_s[3]) or got_s[3] == 0:
+        if np.isnan(got_s).all():
+            hints.append("no scale was written: the thread of column 0 of each row stores scale[r] and zp[r] "
+                         "(is the exercise done?).")
+        elif np.isnan(got_s[3]) or got_s[3] == 0:
             hints.append("row 3 has an empty range (lo == hi): its scale must be 1, not 0 (or NaN).")
         _fail(name, "scales", got_s, want_s, hints, seed)
     if not np.array_equal(got_z, want_z):
@@ -355,6 +367,8 @@ def check_int4_quantize(launch, *, name: str = "int4 quantize", shapes=None, see
                 hints.append("every group of a row got the row's scale: the absmax is per group of 128 values.")
             elif _same(got_s * np.float32(7), want_s * np.float32(8)) or _same(got_s * 7, want_s * 15):
                 hints.append("the scale divides by the wrong number: the largest code is 7, so scale = absmax / 7.")
+            elif np.isnan(got_s).all():
+                hints.append("no scale was written: lane 0 of each warp stores its group's scale (is the exercise done?).")
             elif np.isnan(got_s).any():
                 hints.append("some scales were never written (the last, shorter group of a row?).")
             _fail(name, case + ", scales", got_s, want_s, hints, seed)
@@ -401,7 +415,7 @@ def check_int4_dequantize(launch, *, name: str = "int4 dequantize", shapes=None,
                          "v = b & 0xF; if v >= 8: v -= 16  (or (v ^ 8) - 8).")
         elif _same(got, swapped.astype(np.float32)):
             hints.append("nibble order swapped: the low nibble of byte j is element 2j, the high one 2j+1.")
-        elif cols % 2 and _same(got[:, :-1], want[:, :-1]) and np.isnan(got[:, -1]).all():
+        elif cols > 1 and cols % 2 and _same(got[:, :-1], want[:, :-1]) and np.isnan(got[:, -1]).all():
             hints.append(f"the last value of every row is missing: {cols} is odd, so the last byte carries one "
                          "value (its low nibble). The odd tail was dropped.")
         elif np.isnan(got).any():
@@ -443,8 +457,10 @@ def check_ternary_quantize(launch, *, name: str = "ternary quantize", shapes=Non
             if got_s == np.float32(np.abs(w).max()):
                 hints.append("the scale is max |w|: BitNet b1.58 uses the mean of |w| (absmean), so that most "
                              "weights do not round to 0.")
-            raise CheckFailed("\n".join([f"{name} ({case}): scale {got_s!r}, expected mean |w| = {want_s!r} "
-                                         f"[seed={seed}]"] + ["Hint: " + h for h in hints]))
+            if np.isnan(got_s):
+                hints.append("scale[0] was never written: thread (0, 0) stores it (is the exercise done?).")
+            raise CheckFailed("\n".join([f"{name} ({case}): scale {float(got_s)!r}, expected mean |w| = "
+                                         f"{float(want_s)!r} [seed={seed}]"] + ["Hint: " + h for h in hints]))
         q = ref.ternary_quantize_f32(w, got_s)
         want_p = ref.ternary_pack(q)
         got_p = packed.copy_to_host()
