@@ -37,6 +37,8 @@ def _compile_all(cc=(9, 0)):
     kernels = {
         "int8_quantize": (K.int8_quantize, (f32v, f32v, i8v, f32v)),
         "int8_dequantize": (K.int8_dequantize, (i8v, f32v, f32v)),
+        "int8_quantize_x4": (K.int8_quantize_x4, (f32v, f32v, i32v, f32v)),
+        "int8_dequantize_x4": (K.int8_dequantize_x4, (i32v, f32v, f32v)),
         "affine_quantize_rows": (K.affine_quantize_rows, (f32m, f32v, f32v, u8m, f32v, i32v)),
         "int4_quantize_groups": (K.int4_quantize_groups, (f32m, u8m, f32m)),
         "int4_dequantize": (K.int4_dequantize, (u8m, f32m, f32m)),

@@ -54,6 +54,8 @@ def test_right_kernels_pass(capsys):
     checks.check_int8_quantize(q8_given(K.int8_quantize), sizes=SIZES)
     checks.check_int8_quantize(K.launch_int8_quantize, given_amax=False, sizes=SIZES)
     checks.check_int8_dequantize(K.launch_int8_dequantize, sizes=SIZES)
+    checks.check_int8_quantize(K.launch_int8_quantize_x4, sizes=[("4 words+", 204)])
+    checks.check_int8_dequantize(K.launch_int8_dequantize_x4, sizes=[("4 words+", 204)])
     checks.check_affine_rows(K.launch_affine_quantize_rows)
     checks.check_int4_quantize(K.launch_int4_quantize, shapes=SHAPES4)
     checks.check_int4_dequantize(K.launch_int4_dequantize, shapes=SHAPES4)
@@ -65,7 +67,7 @@ def test_right_kernels_pass(capsys):
     checks.check_int8_gemm(K.launch_w8a8_gemm, epilogue=True, shapes=GEMM)
     checks.check_w4a8_gemm(K.launch_w4a8_gemm, shapes=GEMM)
     out = capsys.readouterr().out
-    assert out.count("bit-exact") == 10 and out.count("correct for all") == 3, out
+    assert out.count("bit-exact") == 12 and out.count("correct for all") == 3, out
 
 
 # --- the references: formats as documented -------------------------------------------------------

@@ -16,6 +16,7 @@ import numpy as np
 from ..scans import THREADS, absmax_grid_stride, block_sum_f64, persistent_blocks, zero_first
 from ..sizes import sizes as _sizes
 from ..validate import KernelLabArgumentError
+from ..vector_loads import load4, store4
 from .dp4a import EVEN_BYTES, ODD_BYTES, byte_perm, dp4a
 from .integer import INT4_GROUP
 
@@ -84,6 +85,52 @@ def launch_int8_quantize(q, scale, x, amax=None):
 
 def launch_int8_dequantize(out, q, scale):
     int8_dequantize[persistent_blocks(q.size), THREADS](q, scale, out)
+
+
+# Four values per thread: one 16-byte load of x and one 4-byte store of four codes (or the reverse),
+# a quarter of the memory instructions of the kernels above. For sizes that are multiples of 4.
+
+@cuda.jit(device=True)
+def _code8(v, s):
+    return uint32(int32(min(max(round(v / s), -127), 127))) & uint32(0xFF)  # via int32: two's complement byte
+
+
+@cuda.jit
+def int8_quantize_x4(x, amax, q32, scale_out):
+    a = amax[0]
+    s = a / float32(127.0) if a > float32(0.0) else float32(1.0)
+    w = cuda.grid(1)
+    if w == 0:
+        scale_out[0] = s
+    while w < q32.size:
+        v0, v1, v2, v3 = load4(x, 4 * w)
+        word = _code8(v0, s) | (_code8(v1, s) << uint32(8)) | (_code8(v2, s) << uint32(16)) | (_code8(v3, s) << uint32(24))
+        q32[w] = int32(word)  # byte k of the word is element 4w + k (little-endian)
+        w += cuda.gridsize(1)
+
+
+@cuda.jit
+def int8_dequantize_x4(q32, scale, out):
+    s = scale[0]
+    w = cuda.grid(1)
+    while w < q32.size:
+        p = q32[w]
+        store4(out, 4 * w, float32((p << 24) >> 24) * s, float32((p << 16) >> 24) * s,
+               float32((p << 8) >> 24) * s, float32(p >> 24) * s)  # arithmetic shifts sign-extend each byte
+        w += cuda.gridsize(1)
+
+
+def launch_int8_quantize_x4(q, scale, x, amax):
+    """Like :func:`int8_quantize` with the scale from ``amax``; needs ``x.size % 4 == 0``."""
+    if x.size % 4:
+        raise KernelLabArgumentError(f"the x4 kernels need a size that is a multiple of 4, got {x.size}")
+    int8_quantize_x4[persistent_blocks(x.size // 4), THREADS](x, amax, q.view(np.int32), scale)
+
+
+def launch_int8_dequantize_x4(out, q, scale):
+    if q.size % 4:
+        raise KernelLabArgumentError(f"the x4 kernels need a size that is a multiple of 4, got {q.size}")
+    int8_dequantize_x4[persistent_blocks(q.size // 4), THREADS](q.view(np.int32), scale, out)
 
 
 # --- 05.1 asymmetric UINT8 per channel (row), from a calibrated range ----------------------------
