@@ -322,22 +322,24 @@ def dp4a_gemm_naive(a32, b32, c):
     c[m, n] = acc
 
 
-_T = _sizes(gpu=dict(ty=16, tx=16, tm=4, tn=4, bkw=8), sim=dict(ty=4, tx=4, tm=2, tn=2, bkw=2))
+_T = _sizes(gpu=dict(ty=16, tx=16, tm=8, tn=8, bkw=8), sim=dict(ty=4, tx=4, tm=2, tn=2, bkw=2))
 
 
 def dp4a_gemm_tiled_kernel(epilogue: bool):
     """A register-blocked DP4A GEMM: a block of TY x TX threads computes a (TY*TM) x (TX*TN) tile of
-    C, each thread TM x TN outputs strided by TY and TX (conflict-free shared reads), stepping BKW
-    words (4 * BKW values of K) per shared-memory stage. ``epilogue=True``: the W8A8 version, which
+    C (on a GPU 16 x 16 threads, 8 x 8 outputs each: a 128 x 128 tile), each thread's outputs
+    strided by TY and TX (conflict-free shared reads), stepping BKW words (4 * BKW values of K) per
+    shared-memory stage: TM + TN shared loads feed TM * TN DP4As. ``epilogue=True``: the W8A8 version, which
     writes float32 ``acc * a_scale[m] * b_scale[n]`` instead of the int32 sum."""
     TY, TX, TM, TN, BKW = _T.ty, _T.tx, _T.tm, _T.tn, _T.bkw
     BM, BN = TY * TM, TX * TN
+    BM_PAD, BN_PAD = BM + 4, BN + 4  # +4 words: the staging stores of a warp hit 32 different banks
     THREADS_T = TY * TX
 
     @cuda.jit
     def gemm(a32, b32, c, a_scale, b_scale):
-        a_s = cuda.shared.array((BKW, BM), int32)
-        b_s = cuda.shared.array((BKW, BN), int32)
+        a_s = cuda.shared.array((BKW, BM_PAD), int32)
+        b_s = cuda.shared.array((BKW, BN_PAD), int32)
         acc = cuda.local.array((TM, TN), int32)
         a_r = cuda.local.array(TM, int32)
         b_r = cuda.local.array(TN, int32)
@@ -349,11 +351,11 @@ def dp4a_gemm_tiled_kernel(epilogue: bool):
             for j in range(TN):
                 acc[i, j] = 0
         for k0 in range(0, kw_total, BKW):
-            for e in range(t, BKW * BM, THREADS_T):  # stage A and B transposed: words along K in rows
-                kw, r = e // BM, e % BM
+            for e in range(t, BKW * BM, THREADS_T):  # stage A and B transposed; BKW threads read one row's
+                r, kw = e // BKW, e % BKW           # consecutive words (a 32-byte sector): coalesced
                 a_s[kw, r] = a32[row0 + r, k0 + kw] if row0 + r < m_total and k0 + kw < kw_total else 0
             for e in range(t, BKW * BN, THREADS_T):
-                kw, r = e // BN, e % BN
+                r, kw = e // BKW, e % BKW
                 b_s[kw, r] = b32[col0 + r, k0 + kw] if col0 + r < n_total and k0 + kw < kw_total else 0
             cuda.syncthreads()
             for kw in range(BKW):
