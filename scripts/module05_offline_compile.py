@@ -2,8 +2,9 @@
 
 The simulator runs kernels as Python and cannot see what the GPU compiler refuses (a loop over a
 tuple of shuffle offsets, a type that does not unify). This script compiles every kernel of
-``kernel_lab.quant.kernels`` with Numba's GPU target and checks that the DP4A and PRMT shims are
-called (the CUDA C itself is compiled by NVRTC when a GPU links the kernel). Run it through itself:
+``kernel_lab.quant.kernels`` with Numba's GPU target and reports which kernels carry DP4A and PRMT
+as inline PTX (``ptxas -v`` on the PTX then shows registers and spills, ``cuobjdump -sass`` the
+``IDP.4A`` instructions). Run it through itself:
 it re-executes with the stand-in driver library and ``NUMBA_ENABLE_CUDASIM=0``::
 
     python scripts/module05_offline_compile.py
@@ -59,8 +60,8 @@ def _compile_all(cc=(9, 0)):
             failed += 1
             print(f"{name}: FAILED: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", flush=True)
             continue
-        calls = [s for s in ("kl_dp4a", "kl_byte_perm") if s in ptx]
-        print(f"{name}: compiles for sm_{cc[0]}{cc[1]}" + (f" (calls {', '.join(calls)})" if calls else ""), flush=True)
+        calls = [s for s in ("dp4a.s32.s32", "prmt.b32") if s in ptx]
+        print(f"{name}: compiles for sm_{cc[0]}{cc[1]}" + (f" (PTX has {', '.join(calls)})" if calls else ""), flush=True)
     return failed
 
 

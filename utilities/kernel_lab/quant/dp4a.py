@@ -2,13 +2,18 @@
 
 numba-cuda has no intrinsic for the DP4A instruction (four int8 x int8 products summed into an
 int32 in one instruction, ``IDP.4A`` in the SASS) nor for PRMT (pick any four bytes out of two
-words). CUDA C has both (``__dp4a``, ``__byte_perm``), so on a GPU each is a one-line CUDA C device
-function, compiled by NVRTC and linked into the kernel (``cuda.declare_device(..., link=CUSource)``);
-after link-time inlining the call is the bare instruction. In the simulator, which runs kernels as
-Python, the same names are Python functions computing the same bits, so kernels that call them run
-unchanged in both places.
+words). PTX has both (``dp4a.s32.s32``, ``prmt.b32``), so on a GPU each is a Numba *intrinsic*
+whose code generation writes one line of inline PTX into the kernel's LLVM IR: no call, no link
+step, the bare instruction wherever the kernel uses it.
 
-Both take and return int32 (a word holding four bytes); pass words as ``int32(word)``.
+(Linking a CUDA C function with ``__dp4a`` through ``cuda.declare_device(..., link=[CUSource])``
+also works, but without link-time optimisation (``lto=True`` and nvJitLink) the kernel *calls* it:
+ptxas saves registers around every call, and a GEMM that spends its time in DP4A spills hundreds of
+bytes per thread. The inline form needs neither.)
+
+In the simulator, which runs kernels as Python, the same names are Python functions computing the
+same bits, so kernels that call them run unchanged in both places. Arguments may be any integer
+type (they are converted to 32-bit words); the result is int32.
 """
 
 from __future__ import annotations
@@ -17,17 +22,13 @@ import numpy as np
 
 from ..environment import on_simulator
 
-_DP4A_SOURCE = r"""
-extern "C" __device__ int kl_dp4a(int a, int b, int c) {
-    return __dp4a(a, b, c);  /* signed x signed, four byte products plus c */
-}
-"""
+DP4A_PTX = "dp4a.s32.s32 $0, $1, $2, $3;"  # signed x signed, four byte products plus c
+PRMT_PTX = "prmt.b32 $0, $1, $2, $3;"  # byte i of the result = byte (s >> 4i) & 7 of {y, x}
 
-_BYTE_PERM_SOURCE = r"""
-extern "C" __device__ int kl_byte_perm(int x, int y, int s) {
-    return (int)__byte_perm((unsigned)x, (unsigned)y, (unsigned)s);
-}
-"""
+# PRMT selectors that gather bytes 0, 2, 4, 6 (and 1, 3, 5, 7) of two words into one: the even and
+# odd elements of eight int8 values, to meet the even and odd nibbles of a packed INT4 word.
+EVEN_BYTES = 0x6420
+ODD_BYTES = 0x7531
 
 
 def _signed_byte(word: int, i: int) -> int:
@@ -57,21 +58,35 @@ def byte_perm_py(x, y, s):
     return _to_int32(out)
 
 
+def _inline_ptx(asm: str, name: str):
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.core.errors import NumbaTypeError
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def op(typingctx, a, b, c):
+        for arg in (a, b, c):
+            if not isinstance(arg, types.Integer):
+                raise NumbaTypeError(f"{name} takes 32-bit words as integers, got {arg}")
+        sig = types.int32(a, b, c)
+
+        def codegen(context, builder, signature, args):
+            words = [context.cast(builder, v, t, types.int32) for v, t in zip(args, signature.args)]
+            i32 = ir.IntType(32)
+            return builder.asm(ir.FunctionType(i32, [i32, i32, i32]), asm, "=r,r,r,r", words, side_effect=False)
+
+        return sig, codegen
+
+    return op
+
+
 def _declare():
     from numba import cuda
 
     if on_simulator():
         return cuda.jit(device=True)(dp4a_py), cuda.jit(device=True)(byte_perm_py)
-    sig = "int32(int32, int32, int32)"
-    dp4a = cuda.declare_device("kl_dp4a", sig, link=[cuda.CUSource(_DP4A_SOURCE, name="kl_dp4a.cu")], abi="c")
-    perm = cuda.declare_device("kl_byte_perm", sig, link=[cuda.CUSource(_BYTE_PERM_SOURCE, name="kl_byte_perm.cu")],
-                               abi="c")
-    return dp4a, perm
+    return _inline_ptx(DP4A_PTX, "dp4a"), _inline_ptx(PRMT_PTX, "byte_perm")
 
 
 dp4a, byte_perm = _declare()
-
-# PRMT selectors that gather bytes 0, 2, 4, 6 (and 1, 3, 5, 7) of two words into one: the even and
-# odd elements of eight int8 values, to meet the even and odd nibbles of a packed INT4 word.
-EVEN_BYTES = 0x6420
-ODD_BYTES = 0x7531
