@@ -30,6 +30,8 @@ Numba's CUDA simulator (no GPU found: simulator). The modules, one job each:
   BENCHMARKS.md and docs/mistakes.md, generated
 - attention: module 04 (float64 references and the online softmax in NumPy with its classic
   mistakes, CUDA-core kernels, the cuBLASDx tensor-core forward)
+- quant: module 05, quantization formats in NumPy and the integer kernels (``quant.kernels``, DP4A in
+  ``quant.dp4a``)
 """
 
 from .environment import choose_backend as _choose_backend

@@ -43,3 +43,184 @@ def ternary_absmean_roundtrip(w):
     scale = np.mean(np.abs(w))
     scale = scale if scale > 0 else 1.0
     return np.clip(np.rint(w / scale), -1, 1) * scale
+
+
+# ================================================================================================
+# Bit-exact references: what the kernels of module 05 must produce, in the kernels' own float32
+# arithmetic. Every format here is defined by these functions (scale, rounding, range, packing).
+
+INT4_GROUP = 128  # values per INT4 scale (along the last axis; the last group of a row may be shorter)
+
+
+def rint_f32(v):
+    """Round to nearest, ties to even, of float32 values (what ``round()`` does in a kernel)."""
+    return np.rint(np.asarray(v, np.float32))
+
+
+def int8_scale_f32(amax):
+    """The symmetric INT8 scale in float32: ``float32(amax) / 127`` (1 where amax is 0)."""
+    amax = np.asarray(amax, np.float32)
+    return np.where(amax > 0, amax / np.float32(127), np.float32(1)).astype(np.float32)
+
+
+def int8_quantize_f32(x, scale):
+    """``q = clamp(rint(x / scale), -127, 127)`` in float32, as int8: the symmetric INT8 format
+    (-128 is never produced, so that the range is symmetric and ``-q`` never overflows)."""
+    x = np.asarray(x, np.float32)
+    return np.clip(rint_f32(x / np.asarray(scale, np.float32)), -127, 127).astype(np.int8)
+
+
+def int8_dequantize_f32(q, scale):
+    """``x_hat = float32(q) * scale``."""
+    return (np.asarray(q).astype(np.float32) * np.asarray(scale, np.float32)).astype(np.float32)
+
+
+def affine_params_f32(lo, hi):
+    """Asymmetric UINT8 parameters from a calibrated range ``[lo, hi]`` (per tensor or per channel).
+
+    ``scale = (hi - lo) / 255`` (1 where the range is empty) and ``zero_point = clamp(rint(-lo / scale),
+    0, 255)``: the integer that stands for 0.0. A range that does not contain 0 (all-positive after a
+    ReLU, say) gives ``-lo / scale`` outside [0, 255]: the zero point must be clamped to stay a uint8.
+    """
+    lo = np.asarray(lo, np.float32)
+    hi = np.asarray(hi, np.float32)
+    width = (hi - lo).astype(np.float32)
+    scale = np.where(width > 0, width / np.float32(255), np.float32(1)).astype(np.float32)
+    zp = np.clip(rint_f32(-lo / scale), 0, 255).astype(np.int32)
+    return scale, zp
+
+
+def affine_quantize_f32(x, scale, zero_point):
+    """``q = clamp(rint(x / scale) + zero_point, 0, 255)`` as uint8 (broadcasting per channel)."""
+    x = np.asarray(x, np.float32)
+    v = rint_f32(x / np.asarray(scale, np.float32)) + np.asarray(zero_point, np.float32)
+    return np.clip(v, 0, 255).astype(np.uint8)
+
+
+def affine_dequantize_f32(q, scale, zero_point):
+    """``x_hat = float32(q - zero_point) * scale``."""
+    d = (np.asarray(q, np.int32) - np.asarray(zero_point, np.int32)).astype(np.float32)
+    return (d * np.asarray(scale, np.float32)).astype(np.float32)
+
+
+def int4_group_scales_f32(x, group=INT4_GROUP):
+    """Per-group INT4 scales of a 2-D ``x`` (rows, cols): ``absmax / 7`` in float32 (1 where all zero),
+    shape (rows, ceil(cols / group))."""
+    x = np.atleast_2d(np.asarray(x, np.float32))
+    groups = -(-x.shape[1] // group)
+    amax = np.zeros((x.shape[0], groups), np.float32)
+    for g in range(groups):
+        amax[:, g] = np.max(np.abs(x[:, g * group:(g + 1) * group]), axis=1)
+    return np.where(amax > 0, amax / np.float32(7), np.float32(1)).astype(np.float32)
+
+
+def int4_quantize_f32(x, scales, group=INT4_GROUP):
+    """``q = clamp(rint(x / scale_of_its_group), -8, 7)`` as int8 values (not yet packed)."""
+    x = np.atleast_2d(np.asarray(x, np.float32))
+    s = np.repeat(scales, group, axis=1)[:, : x.shape[1]]
+    return np.clip(rint_f32(x / s), -8, 7).astype(np.int8)
+
+
+def int4_pack(q):
+    """Pack int4 values (int8 in [-8, 7], shape (rows, cols)) two per byte: **element 2j in the low
+    nibble of byte j, element 2j+1 in the high nibble**, each as 4-bit two's complement. An odd
+    ``cols`` leaves the last byte's high nibble 0. Returns uint8 (rows, ceil(cols / 2))."""
+    q = np.atleast_2d(np.asarray(q, np.int8))
+    rows, cols = q.shape
+    padded = np.zeros((rows, 2 * (-(-cols // 2))), np.uint8)
+    padded[:, :cols] = q.astype(np.uint8) & 0x0F
+    return (padded[:, 0::2] | (padded[:, 1::2] << 4)).astype(np.uint8)
+
+
+def int4_unpack(packed, cols):
+    """The inverse of :func:`int4_pack`: sign-extended int8 values, shape (rows, cols)."""
+    p = np.atleast_2d(np.asarray(packed, np.uint8))
+    nib = np.empty((p.shape[0], 2 * p.shape[1]), np.int16)
+    nib[:, 0::2] = p & 0x0F
+    nib[:, 1::2] = p >> 4
+    nib = np.where(nib >= 8, nib - 16, nib)  # sign extension: 4-bit 1xxx is negative
+    return nib[:, :cols].astype(np.int8)
+
+
+def int4_dequantize_f32(packed, scales, cols, group=INT4_GROUP):
+    q = int4_unpack(packed, cols).astype(np.float32)
+    s = np.repeat(np.atleast_2d(scales), group, axis=1)[:, :cols]
+    return (q * s).astype(np.float32)
+
+
+def int8_per_row_f32(x):
+    """Per-token (per-row) symmetric INT8 of activations: (q int8 (rows, cols), scale float32 (rows,))."""
+    x = np.atleast_2d(np.asarray(x, np.float32))
+    scale = int8_scale_f32(np.max(np.abs(x), axis=1))
+    return int8_quantize_f32(x, scale[:, None]), scale
+
+
+def ternary_scale_f32(w):
+    """BitNet b1.58's weight scale: ``mean |w|`` (float64 sum, then float32), 1 where all zero."""
+    m = np.float32(np.mean(np.abs(np.asarray(w, np.float64))))
+    return np.float32(m if m > 0 else 1.0)
+
+
+def ternary_quantize_f32(w, scale):
+    """``q = clamp(rint(w / scale), -1, 1)`` as int8."""
+    w = np.asarray(w, np.float32)
+    return np.clip(rint_f32(w / np.float32(scale)), -1, 1).astype(np.int8)
+
+
+def ternary_pack(q):
+    """Four ternary values per byte, 2-bit two's complement (``+1 -> 01``, ``0 -> 00``, ``-1 -> 11``;
+    ``10`` unused): element 4j+t of a row in bits 2t..2t+1 of byte j (the first element in the lowest
+    bits, as for INT4). Returns uint8 (rows, ceil(cols / 4)); the padding codes are 0."""
+    q = np.atleast_2d(np.asarray(q, np.int8))
+    rows, cols = q.shape
+    padded = np.zeros((rows, 4 * (-(-cols // 4))), np.uint8)
+    padded[:, :cols] = q.astype(np.uint8) & 0x03
+    return (padded[:, 0::4] | (padded[:, 1::4] << 2) | (padded[:, 2::4] << 4) | (padded[:, 3::4] << 6)).astype(np.uint8)
+
+
+def ternary_unpack(packed, cols):
+    p = np.atleast_2d(np.asarray(packed, np.uint8))
+    codes = np.stack([(p >> (2 * t)) & 0x03 for t in range(4)], axis=-1).reshape(p.shape[0], -1).astype(np.int16)
+    return np.where(codes >= 2, codes - 4, codes)[:, :cols].astype(np.int8)
+
+
+# --- integer GEMMs: exact integer sums, float64 scaling ---------------------------------------------
+
+def int8_gemm_exact(a, b_t):
+    """``a (M, K) int8 @ b_t (N, K).T`` in exact integers (int64)."""
+    return np.asarray(a, np.int64) @ np.asarray(b_t, np.int64).T
+
+
+def w8a8_reference(a, a_scale, b_t, b_scale):
+    """W8A8 with a dequantizing epilogue: ``C[m, n] = a_scale[m] * b_scale[n] * sum_k a[m,k] b[n,k]``."""
+    acc = int8_gemm_exact(a, b_t).astype(np.float64)
+    return acc * np.asarray(a_scale, np.float64).reshape(-1, 1) * np.asarray(b_scale, np.float64).reshape(1, -1)
+
+
+def w4a8_reference(a, a_scale, w_q, w_scales, group=INT4_GROUP):
+    """W4A8: ``C[m, n] = a_scale[m] * sum_g w_scale[n, g] * sum_{k in g} a[m, k] w[n, k]`` (int4 ``w_q``
+    unpacked, int8 ``a``), in float64; also the magnitude ``|a||w|`` scaled the same way."""
+    a = np.asarray(a, np.int64)
+    w = np.asarray(w_q, np.int64)
+    out = np.zeros((a.shape[0], w.shape[0]))
+    mag = np.zeros_like(out)
+    for g in range(w_scales.shape[1]):
+        sl = slice(g * group, (g + 1) * group)
+        s = np.asarray(w_scales[:, g], np.float64)[None, :]
+        out += (a[:, sl] @ w[:, sl].T) * s
+        mag += (np.abs(a[:, sl]) @ np.abs(w[:, sl]).T) * s
+    sa = np.asarray(a_scale, np.float64)[:, None]
+    return out * sa, mag * sa
+
+
+def error_report(x, x_hat, *, bits_per_value=None) -> dict:
+    """Scale-free error figures of a round trip: max and mean absolute error, SNR in dB
+    (``10 log10(sum x^2 / sum (x - x_hat)^2)``), and the memory saved against float32."""
+    x = np.asarray(x, np.float64)
+    e = x - np.asarray(x_hat, np.float64)
+    noise = float(np.sum(e * e))
+    snr = float("inf") if noise == 0 else 10 * np.log10(float(np.sum(x * x)) / noise)
+    out = {"max_error": float(np.max(np.abs(e))), "mean_error": float(np.mean(np.abs(e))), "snr_db": snr}
+    if bits_per_value is not None:
+        out["memory_saved"] = 1 - bits_per_value / 32
+    return out

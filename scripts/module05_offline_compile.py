@@ -1,0 +1,80 @@
+"""Compile module 05's integer kernels to PTX for sm_90 without a GPU (typing needs only the CPU).
+
+The simulator runs kernels as Python and cannot see what the GPU compiler refuses (a loop over a
+tuple of shuffle offsets, a type that does not unify). This script compiles every kernel of
+``kernel_lab.quant.kernels`` with Numba's GPU target and reports which kernels carry DP4A and PRMT
+as inline PTX (``ptxas -v`` on the PTX then shows registers and spills, ``cuobjdump -sass`` the
+``IDP.4A`` instructions). Run it through itself:
+it re-executes with the stand-in driver library and ``NUMBA_ENABLE_CUDASIM=0``::
+
+    python scripts/module05_offline_compile.py
+
+NVRTC/NVVM must be findable (a CUDA toolkit, or the nvidia-*-cu13 wheels; set CUDA_HOME).
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _compile_all(cc=(9, 0)):
+    sys.path.insert(0, str(ROOT / "utilities"))
+    import kernel_lab  # noqa: F401  (GPU target: NUMBA_ENABLE_CUDASIM=0 set by the wrapper)
+    import numba.cuda.dispatcher as numba_dispatcher
+    from numba import cuda, types
+
+    from kernel_lab.tensor_cores import offline
+
+    numba_dispatcher.get_current_device = lambda: offline._PretendDevice(cc)
+    from kernel_lab.quant import kernels as K
+
+    arr = {name: types.Array(getattr(types, name.split("_")[0]), int(name[-1]), "C")
+           for name in ("float32_1", "float32_2", "float64_1", "int8_1", "int8_2", "uint8_2", "int32_1", "int32_2")}
+    f32v, f32m, f64v = arr["float32_1"], arr["float32_2"], arr["float64_1"]
+    i8v, i8m, u8m, i32v, i32m = arr["int8_1"], arr["int8_2"], arr["uint8_2"], arr["int32_1"], arr["int32_2"]
+    kernels = {
+        "int8_quantize": (K.int8_quantize, (f32v, f32v, i8v, f32v)),
+        "int8_dequantize": (K.int8_dequantize, (i8v, f32v, f32v)),
+        "int8_quantize_x4": (K.int8_quantize_x4, (f32v, f32v, i32v, f32v)),
+        "int8_dequantize_x4": (K.int8_dequantize_x4, (i32v, f32v, f32v)),
+        "affine_quantize_rows": (K.affine_quantize_rows, (f32m, f32v, f32v, u8m, f32v, i32v)),
+        "int4_quantize_groups": (K.int4_quantize_groups, (f32m, u8m, f32m)),
+        "int4_dequantize": (K.int4_dequantize, (u8m, f32m, f32m)),
+        "abs_sum": (K.abs_sum, (f32v, f64v)),
+        "ternary_quantize_pack": (K.ternary_quantize_pack, (f32m, f64v, u8m, f32v)),
+        "int8_rows_quantize": (K.int8_rows_quantize, (f32m, i8m, f32v)),
+        "ternary_gemm": (K.ternary_gemm, (i8m, f32v, u8m, f32v, f32m)),
+        "dp4a_gemm_naive": (K.dp4a_gemm_naive, (i32m, i32m, i32m)),
+        "dp4a_gemm tiled": (K.launch_dp4a_gemm.kernel, (i32m, i32m, i32m, f32v, f32v)),
+        "w8a8_gemm tiled": (K.launch_w8a8_gemm.kernel, (i32m, i32m, f32m, f32v, f32v)),
+        "w4a8_gemm": (K.w4a8_gemm, (i32m, f32v, i32m, f32m, f32m)),
+    }
+    failed = 0
+    for name, (kern, sig) in kernels.items():
+        try:
+            ptx, _ = cuda.compile(kern.py_func, sig, cc=cc, output="ptx")
+        except Exception as exc:  # noqa: BLE001 - report every kernel, then fail
+            failed += 1
+            print(f"{name}: FAILED: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", flush=True)
+            continue
+        calls = [s for s in ("dp4a.s32.s32", "prmt.b32") if s in ptx]
+        print(f"{name}: compiles for sm_{cc[0]}{cc[1]}" + (f" (PTX has {', '.join(calls)})" if calls else ""), flush=True)
+    return failed
+
+
+def main():
+    if "--child" not in sys.argv:
+        sys.path.insert(0, str(ROOT / "utilities"))
+        from kernel_lab.tensor_cores.offline import stand_in_driver
+
+        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
+                   LD_LIBRARY_PATH=f"{stand_in_driver()}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+        sys.exit(subprocess.call([sys.executable, __file__, "--child"], env=env))
+    sys.exit(1 if _compile_all() else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,327 @@
+"""Module 05's integer checks: each classic mistake, fed to its check, gets its message; right kernels pass.
+
+Runs under the simulator. The right kernels are the package's (kernel_lab.quant.kernels); each wrong
+kernel is one of them with one edit of its source (``mutant``), the mistake a learner makes.
+"""
+
+import inspect
+import textwrap
+
+import numpy as np
+import pytest
+
+import kernel_lab as kl
+
+pytestmark = pytest.mark.skipif(not kl.on_simulator(), reason="wrong kernels are fed to the checks in the simulator")
+
+kl.setup(quiet=True)
+from numba import cuda  # noqa: E402
+
+from kernel_lab import CheckFailed  # noqa: E402
+from kernel_lab.checks import quantization as checks  # noqa: E402
+from kernel_lab.quant import dp4a as dp4a_mod  # noqa: E402
+from kernel_lab.quant import integer as ref  # noqa: E402
+from kernel_lab.quant import kernels as K  # noqa: E402
+
+SIZES = [("block-1", 63), ("3 blocks+7", 199)]
+SHAPES4 = [("1 x 1", (1, 1)), ("3 x 129", (3, 129)), ("2 x 301", (2, 301))]
+GEMM = [("1 x 5 x 5", (1, 5, 5)), ("3 x 6 x 137", (3, 6, 137))]
+
+
+def mutant(kernel, old, new=None, **extra_globals):
+    """The kernel with ``old`` replaced by ``new`` in its source (which must contain it); ``old`` may
+    be a list of (old, new) pairs."""
+    fn = kernel.py_func
+    src = textwrap.dedent(inspect.getsource(fn))
+    for o, n in ([(old, new)] if new is not None else old):
+        assert o in src, f"{o!r} is not in {fn.__name__}"
+        src = src.replace(o, n)
+    src = src.replace("@cuda.jit\n", "").replace("@cuda.jit(device=True)\n", "")
+    scope = dict(fn.__globals__, **extra_globals)
+    exec(compile(src, f"<mutant of {fn.__name__}>", "exec"), scope)
+    return cuda.jit(scope[fn.__name__])
+
+
+def q8_given(kernel):
+    def launch(q, s, x, amax):
+        kernel[2, 64](x, amax, q, s)
+    return launch
+
+
+# --- the right kernels pass ----------------------------------------------------------------------
+
+def test_right_kernels_pass(capsys):
+    checks.check_int8_quantize(q8_given(K.int8_quantize), sizes=SIZES)
+    checks.check_int8_quantize(K.launch_int8_quantize, given_amax=False, sizes=SIZES)
+    checks.check_int8_dequantize(K.launch_int8_dequantize, sizes=SIZES)
+    checks.check_int8_quantize(K.launch_int8_quantize_x4, sizes=[("4 words+", 204)])
+    checks.check_int8_dequantize(K.launch_int8_dequantize_x4, sizes=[("4 words+", 204)])
+    checks.check_affine_rows(K.launch_affine_quantize_rows)
+    checks.check_int4_quantize(K.launch_int4_quantize, shapes=SHAPES4)
+    checks.check_int4_dequantize(K.launch_int4_dequantize, shapes=SHAPES4)
+    checks.check_ternary_quantize(K.launch_ternary_quantize)
+    checks.check_int8_rows(K.launch_int8_rows)
+    checks.check_ternary_gemm(K.launch_ternary_gemm, shapes=GEMM)
+    checks.check_int8_gemm(K.launch_dp4a_gemm_naive, shapes=GEMM)
+    checks.check_int8_gemm(K.launch_dp4a_gemm, shapes=GEMM)
+    checks.check_int8_gemm(K.launch_w8a8_gemm, epilogue=True, shapes=GEMM)
+    checks.check_w4a8_gemm(K.launch_w4a8_gemm, shapes=GEMM)
+    out = capsys.readouterr().out
+    assert out.count("bit-exact") == 12 and out.count("correct for all") == 3, out
+
+
+# --- the references: formats as documented -------------------------------------------------------
+
+def test_references_round_ties_to_even_saturate_and_keep_signed_zero():
+    q = ref.int8_quantize_f32(np.array([0.5, 1.5, 2.5, -0.5, -2.5, 300.0, -300.0, -0.0], np.float32), 1.0)
+    assert q.tolist() == [0, 2, 2, 0, -2, 127, -127, 0]
+    assert ref.int8_scale_f32(0.0) == 1.0
+    s, z = ref.affine_params_f32(np.float32([0.5, -3.0]), np.float32([2.0, -1.0]))
+    assert z.tolist() == [0, 255]
+
+
+@pytest.mark.parametrize("cols", [1, 2, 7, 128, 129, 301])
+def test_int4_packing_order_round_trips_every_value(cols):
+    q = np.resize(np.arange(-8, 8, dtype=np.int8), (2, cols))
+    p = ref.int4_pack(q)
+    assert p.shape == (2, -(-cols // 2))
+    assert np.array_equal(ref.int4_unpack(p, cols), q)
+    assert p[0, 0] & 0x0F == np.uint8(q[0, 0]) & 0x0F  # element 0 in the low nibble
+    if cols % 2:
+        assert (p[:, -1] >> 4 == 0).all()  # the odd tail's partner nibble is 0
+    t = np.resize(np.array([1, -1, 0], np.int8), (3, cols))
+    assert np.array_equal(ref.ternary_unpack(ref.ternary_pack(t), cols), t)
+    assert ref.ternary_pack(np.array([[-1]], np.int8))[0, 0] == 0b11
+
+
+def test_dp4a_and_byte_perm_match_their_definitions():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        a, b = rng.integers(-128, 128, 4), rng.integers(-128, 128, 4)
+        wa, wb = np.array(a, np.int8).view(np.int32)[0], np.array(b, np.int8).view(np.int32)[0]
+        assert dp4a_mod.dp4a_py(wa, wb, 7) == int(a @ b) + 7
+    x, y = np.int32(0x03020100), np.int32(0x07060504)
+    assert dp4a_mod.byte_perm_py(x, y, dp4a_mod.EVEN_BYTES) == 0x06040200
+    assert dp4a_mod.byte_perm_py(x, y, dp4a_mod.ODD_BYTES) == 0x07050301
+
+
+# --- INT8 ----------------------------------------------------------------------------------------
+
+def test_int8_ties_away_from_zero_named():
+    bad = mutant(K.int8_quantize, "v = round(x[i] / s)", "v = math.floor(abs(x[i] / s) + 0.5) * (1 if x[i] >= 0 else -1)",
+                 math=__import__("math"))
+    with pytest.raises(CheckFailed, match="ties are rounded away from zero"):
+        checks.check_int8_quantize(q8_given(bad), sizes=SIZES, seed=1)
+
+
+def test_int8_truncation_named():
+    bad = mutant(K.int8_quantize, "v = round(x[i] / s)", "v = int(x[i] / s)")
+    with pytest.raises(CheckFailed, match="truncated toward zero"):
+        checks.check_int8_quantize(q8_given(bad), sizes=SIZES, seed=2)
+
+
+def test_int8_saturation_missing_named():
+    bad = mutant(K.int8_quantize, "q[i] = int8(min(max(v, -127), 127))", "q[i] = (v + 128) % 256 - 128")
+    with pytest.raises(CheckFailed, match="wrapped around instead of saturating"):
+        checks.check_int8_quantize(q8_given(bad), sizes=SIZES, seed=3)
+
+
+def test_int8_minus_128_named():
+    bad = mutant(K.int8_quantize, "q[i] = int8(min(max(v, -127), 127))", "q[i] = int8(min(max(v, -128), 127))")
+    with pytest.raises(CheckFailed, match="-128 appears"):
+        checks.check_int8_quantize(q8_given(bad), sizes=SIZES, seed=4)
+
+
+def test_int8_scale_of_zero_tensor_named():
+    bad = mutant(K.int8_quantize, "s = a / float32(127.0) if a > float32(0.0) else float32(1.0)",
+                 "s = a / float32(127.0)")
+    with pytest.raises(CheckFailed, match="all-zero input has absmax 0"):
+        checks.check_int8_quantize(q8_given(bad), sizes=SIZES, seed=5)
+
+
+def test_int8_scale_from_max_instead_of_absmax_named():
+    def launch(q, s, x):
+        amax = cuda.to_device(np.array([x.copy_to_host().max()], np.float32))  # the mistake: max, not absmax
+        K.int8_quantize[2, 64](x, amax, q, s)
+    with pytest.raises(CheckFailed, match="comes from max\\(x\\), not max\\(\\|x\\|\\)"):
+        checks.check_int8_quantize(launch, given_amax=False, sizes=SIZES, seed=6)
+
+
+def test_int8_dequantize_unsigned_named():
+    bad = mutant(K.int8_dequantize, "out[i] = float32(q[i]) * s", "out[i] = float32(uint8(q[i])) * s")
+    with pytest.raises(CheckFailed, match="read as unsigned"):
+        checks.check_int8_dequantize(lambda o, q, s: bad[2, 64](q, s, o), sizes=SIZES, seed=7)
+
+
+def test_affine_zero_point_not_clamped_named():
+    bad = mutant(K.affine_quantize_rows, "z = min(max(round(-lo[r] / s), 0), 255)", "z = round(-lo[r] / s)")
+    with pytest.raises(CheckFailed, match="zero point not clamped"):
+        checks.check_affine_rows(lambda q, s, z, x, lo, hi: bad[(1, 3), (16, 16)](x, lo, hi, q, s, z), seed=8)
+
+
+def test_affine_saturation_missing_named():
+    bad = mutant(K.affine_quantize_rows, "uint8(min(max(round(x[r, c] / s) + z, 0), 255))",
+                 "(round(x[r, c] / s) + z) % 256")
+    with pytest.raises(CheckFailed, match="wrapped around instead of saturating"):
+        checks.check_affine_rows(lambda q, s, z, x, lo, hi: bad[(1, 3), (16, 16)](x, lo, hi, q, s, z), seed=9)
+
+
+# --- INT4 ----------------------------------------------------------------------------------------
+
+def int4_q_launcher(kernel):
+    def launch(p, s, x):
+        warps = x.shape[0] * -(-x.shape[1] // 128)
+        kernel[-(-warps // 4), 128](x, p, s)
+    return launch
+
+
+def test_int4_nibble_order_swapped_named():
+    bad = mutant(K.int4_quantize_groups, [("uint8((q0 & 0xF) | ((q1 & 0xF) << 4))", "uint8((q1 & 0xF) | ((q0 & 0xF) << 4))"),
+                                          ("uint8((q2 & 0xF) | ((q3 & 0xF) << 4))", "uint8((q3 & 0xF) | ((q2 & 0xF) << 4))")])
+    with pytest.raises(CheckFailed, match="nibble order swapped"):
+        checks.check_int4_quantize(int4_q_launcher(bad), shapes=SHAPES4[1:2], seed=10)
+
+
+def test_int4_ties_away_named():
+    bad = mutant(K.int4_quantize_groups, [(f"q{i} = min(max(round(v{i} / s), -8), 7)",
+                                           f"q{i} = min(max(int(math.floor(abs(v{i} / s) + 0.5)) * (1 if v{i} >= 0 else -1), -8), 7)")
+                                          for i in range(4)], math=__import__("math"))
+    with pytest.raises(CheckFailed, match="ties are rounded away from zero"):
+        checks.check_int4_quantize(int4_q_launcher(bad), shapes=SHAPES4[1:2], seed=11)
+
+
+def test_int4_odd_tail_dropped_named():
+    bad = mutant(K.int4_quantize_groups, "    if c0 < cols:\n", "    if c0 + 1 < cols:\n")
+    with pytest.raises(CheckFailed, match="odd tail was dropped"):
+        checks.check_int4_quantize(int4_q_launcher(bad), shapes=SHAPES4[1:], seed=12)
+
+
+def test_int4_scale_per_row_named():
+    def launch(p, s, x):
+        K.launch_int4_quantize(p, s, x)
+        h = x.copy_to_host()
+        row = np.where(np.abs(h).max(1) > 0, np.abs(h).max(1) / np.float32(7), 1).astype(np.float32)
+        s.copy_to_device(np.repeat(row[:, None], s.shape[1], 1))
+    with pytest.raises(CheckFailed, match="absmax is per group"):
+        checks.check_int4_quantize(launch, shapes=[("2 x 301", (2, 301))], seed=13)
+
+
+def int4_dq_launcher(kernel):
+    return lambda o, p, s: kernel[(1, -(-p.shape[1] // 32)), (8, 32)](p, s, o)
+
+
+def test_int4_sign_extension_named():
+    bad = mutant(K.int4_dequantize, [("lo = (b & 0xF) - ((b & 0x8) << 1)", "lo = b & 0xF"),
+                                     ("hi = ((b >> 4) & 0xF) - ((b >> 4) & 0x8) * 2", "hi = (b >> 4) & 0xF")])
+    with pytest.raises(CheckFailed, match="wrong sign extension"):
+        checks.check_int4_dequantize(int4_dq_launcher(bad), shapes=SHAPES4[1:], seed=14)
+
+
+def test_int4_dequantize_nibbles_swapped_named():
+    bad = mutant(K.int4_dequantize, [("out[r, 2 * j] = float32(lo) * s", "out[r, 2 * j] = float32(hi) * s"),
+                                     ("out[r, 2 * j + 1] = float32(hi) * s", "out[r, 2 * j + 1] = float32(lo) * s")])
+    with pytest.raises(CheckFailed, match="nibble order swapped"):
+        checks.check_int4_dequantize(lambda o, p, s: bad[(1, -(-p.shape[1] // 32)), (8, 32)](
+            p, s, o), shapes=[("2 x 256", (2, 256))], seed=15)
+
+
+def test_int4_dequantize_odd_tail_named():
+    bad = mutant(K.int4_dequantize, "    if r >= out.shape[0] or j >= packed.shape[1]:",
+                 "    if r >= out.shape[0] or j >= out.shape[1] // 2:")
+    with pytest.raises(CheckFailed, match="odd tail was dropped"):
+        checks.check_int4_dequantize(int4_dq_launcher(bad), shapes=SHAPES4[1:], seed=16)
+
+
+# --- ternary -------------------------------------------------------------------------------------
+
+def tern_launcher(kernel):
+    def launch(p, s, w):
+        total = cuda.device_array(1, np.float64)
+        K.zero_first[1, 1](total)
+        K.abs_sum[2, 64](w.reshape(w.size), total)
+        kernel[(-(-w.shape[0] // 8), -(-p.shape[1] // 32)), (8, 32)](w, total, p, s)
+    return launch
+
+
+def test_ternary_packing_order_named():
+    bad = mutant(K.ternary_quantize_pack, "byte |= (v & 3) << (2 * t)", "byte |= (v & 3) << (6 - 2 * t)")
+    with pytest.raises(CheckFailed, match="packing order"):
+        checks.check_ternary_quantize(tern_launcher(bad), seed=17)
+
+
+def test_ternary_minus_one_code_named():
+    bad = mutant(K.ternary_quantize_pack, "byte |= (v & 3) << (2 * t)", "byte |= (2 if v < 0 else v) << (2 * t)")
+    with pytest.raises(CheckFailed, match="-1 was stored as 10"):
+        checks.check_ternary_quantize(tern_launcher(bad), seed=18)
+
+
+def test_ternary_ties_and_tail_named():
+    bad = mutant(K.ternary_quantize_pack, "v = min(max(round(w[r, c] / s), -1), 1)",
+                 "v = min(max(int(math.floor(abs(w[r, c] / s) + 0.5)) * (1 if w[r, c] >= 0 else -1), -1), 1)",
+                 math=__import__("math"))
+    with pytest.raises(CheckFailed, match="ties are rounded away from zero"):
+        checks.check_ternary_quantize(tern_launcher(bad), seed=19)
+    bad = mutant(K.ternary_quantize_pack, "        if c < cols:", "        if c < cols - cols % 4:")
+    with pytest.raises(CheckFailed, match="not a multiple of 4"):
+        checks.check_ternary_quantize(tern_launcher(bad), seed=20)
+
+
+def test_ternary_scale_from_max_named():
+    def launch(p, s, w):
+        K.launch_ternary_quantize(p, s, w)
+        s.copy_to_device(np.array([np.abs(w.copy_to_host()).max()], np.float32))
+    with pytest.raises(CheckFailed, match="uses the mean of \\|w\\|"):
+        checks.check_ternary_quantize(launch, seed=21)
+
+
+def test_per_token_scales_named():
+    def launch(q, s, x):
+        K.launch_int8_rows(q, s, x)
+        s.copy_to_device(np.full(s.shape, s.copy_to_host()[0], np.float32))
+    with pytest.raises(CheckFailed, match="each row's own absmax"):
+        checks.check_int8_rows(launch, seed=22)
+
+
+def test_ternary_gemm_mistakes_named():
+    plus3 = mutant(K.ternary_gemm, "elif code == 3:\n                    acc -= int32(a[m, k])",
+                   "elif code == 3:\n                    acc += 3 * int32(a[m, k])")
+    with pytest.raises(CheckFailed, match="code 11 was added as \\+3"):
+        checks.check_ternary_gemm(lambda o, a, sa, p, sw: plus3[(1, 1), (16, 8)](a, sa, p, sw, o), shapes=GEMM, seed=23)
+    tail = mutant(K.ternary_gemm, "            if k < k_total:", "            if k < k_total - k_total % 4:")
+    with pytest.raises(CheckFailed, match="were skipped"):
+        checks.check_ternary_gemm(lambda o, a, sa, p, sw: tail[(1, 1), (16, 8)](a, sa, p, sw, o),
+                                  shapes=[("3 x 6 x 137", (3, 6, 137))], seed=24)
+
+
+# --- GEMMs ---------------------------------------------------------------------------------------
+
+def test_dp4a_gemm_last_word_skipped_named():
+    bad = mutant(K.dp4a_gemm_naive, "for w in range(a32.shape[1]):", "for w in range(a32.shape[1] - 1):")
+    with pytest.raises(CheckFailed, match="last word of K was skipped"):
+        checks.check_int8_gemm(lambda c, a, b: bad[(1, 1), (16, 16)](a, b, c), shapes=GEMM, seed=25)
+
+
+def test_w8a8_epilogue_missing_named():
+    def launch(c, a32, b32, sa, sb):
+        ci = cuda.device_array(c.shape, np.int32)
+        K.launch_dp4a_gemm(ci, a32, b32)
+        c.copy_to_device(ci.copy_to_host().astype(np.float32))
+    with pytest.raises(CheckFailed, match="did not dequantize"):
+        checks.check_int8_gemm(launch, epilogue=True, shapes=GEMM, seed=26)
+
+
+def test_w4a8_mistakes_named():
+    no_sign = mutant(K.unpack_int4_word, [("    even |= (even & uint32(0x08080808)) * uint32(30)", "    pass"),
+                                          ("    odd |= (odd & uint32(0x08080808)) * uint32(30)", "    pass")])
+    bad = mutant(K.w4a8_gemm, "even, odd = unpack_int4_word(w32[n, w])", "even, odd = unpack(w32[n, w])", unpack=no_sign)
+    launch = lambda o, a, sa, w, s: bad[(-(-o.shape[1] // 4), -(-o.shape[0] // K.MT)), 128](a, sa, w, s, o)  # noqa: E731
+    with pytest.raises(CheckFailed, match="wrong sign extension"):
+        checks.check_w4a8_gemm(launch, shapes=GEMM, seed=27)
+    swapped = mutant(K.w4a8_gemm, "even, odd = unpack_int4_word(w32[n, w])", "odd, even = unpack_int4_word(w32[n, w])")
+    launch = lambda o, a, sa, w, s: swapped[(-(-o.shape[1] // 4), -(-o.shape[0] // K.MT)), 128](a, sa, w, s, o)  # noqa: E731
+    with pytest.raises(CheckFailed, match="nibble order swapped"):
+        checks.check_w4a8_gemm(launch, shapes=GEMM, seed=28)
+    one_group = mutant(K.w4a8_gemm, "s = w_scales[n, w // GROUP_WORDS]", "s = w_scales[n, 0]")
+    launch = lambda o, a, sa, w, s: one_group[(-(-o.shape[1] // 4), -(-o.shape[0] // K.MT)), 128](a, sa, w, s, o)  # noqa: E731
+    with pytest.raises(CheckFailed, match="first group's scale"):
+        checks.check_w4a8_gemm(launch, shapes=GEMM[1:], seed=29)

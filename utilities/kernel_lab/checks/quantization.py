@@ -1,0 +1,662 @@
+"""Checks for module 05's integer half: INT8 (symmetric, affine), INT4 groups, ternary, integer GEMMs.
+
+Every format is defined bit for bit by :mod:`kernel_lab.quant.integer` (the scale, round to nearest
+with ties to even, the range, the packing order), so quantizers are checked **bit-exactly**: the
+scale first, then every code against the reference computed with that scale. GEMMs with integer
+accumulators are exact too (int32); those with a float epilogue are judged against the size of
+their terms in float32 (kernel_lab.check).
+
+Inputs plant what the classic mistakes get wrong: exact ties (x / scale = k + 1/2), the largest
+magnitude negative, zeros and -0.0, values beyond a calibrated range, rows whose length is not a
+multiple of the group (or odd, for INT4), zero points outside [0, 255]. A failure names the mistake
+when the wrong result is exactly what that mistake produces:
+
+* ties rounded away from zero (``floor(v + 0.5)``, C's ``roundf``) instead of to even;
+* truncation (``int(v)``) instead of rounding; multiplying by ``1 / scale`` instead of dividing;
+* the scale from ``max(x)`` instead of ``max(|x|)``; an all-zero tensor given scale 0;
+* saturation missing (codes wrapped instead of clamped); -128 produced by a symmetric quantizer;
+* the zero point not clamped to [0, 255];
+* INT4: nibble order swapped, wrong sign extension, the odd last value dropped;
+* ternary: packing order, the code of -1; GEMMs: the last K word skipped, group scales misplaced.
+
+Outputs are poisoned first: floats with NaN, integer codes with the bitwise complement of the right
+answer, so that an element never written cannot pass by luck.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import numpy as np
+
+from ..check import UNIT_ROUNDOFF, CheckFailed
+from ..environment import on_simulator
+from ..quant import integer as ref
+from ..validate import require_callable
+
+INT4_GROUP = ref.INT4_GROUP
+
+
+def _not_done(name, exc):
+    return CheckFailed(f"{name}: the exercise is not done yet ({exc or 'the stub is still in place'})")
+
+
+def _seed(seed):
+    return secrets.randbits(32) if seed is None else seed
+
+
+def _away(v):
+    """Round half away from zero (C's roundf): the classic wrong tie rule."""
+    v = np.asarray(v, np.float32)
+    return np.trunc(v + np.copysign(np.float32(0.5), v)).astype(np.float32)
+
+
+def _dev(a):
+    from numba import cuda
+
+    return cuda.to_device(np.ascontiguousarray(a))
+
+
+def _out(shape, dtype, want=None):
+    """A poisoned device output: NaN for floats, the complement of the right answer for integers."""
+    from numba import cuda
+
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return cuda.to_device(np.full(shape, np.nan, dtype))
+    host = np.full(shape, 0x5A, dtype) if want is None else (~np.asarray(want, dtype)).astype(dtype)
+    return cuda.to_device(host)
+
+
+def _run(name, launch, *args):
+    try:
+        launch(*args)
+    except NotImplementedError as exc:
+        raise _not_done(name, exc) from None
+    except (ValueError, OverflowError) as exc:  # the simulator refuses what a GPU silently garbles
+        text = str(exc)
+        if "NaN" in text and "integer" in text:
+            raise CheckFailed(f"{name}: the kernel converted NaN to an integer ({text}).\nHint: a division by a "
+                              "scale of 0: an all-zero input has absmax 0; use scale 1 when the absmax is 0.") from None
+        if "out of bounds for" in text:
+            raise CheckFailed(f"{name}: a value outside the integer type's range was stored ({text}).\nHint: "
+                              + SATURATION_HINT) from None
+        raise
+    from numba import cuda
+
+    cuda.synchronize()
+
+
+def _where(mask, limit=3):
+    idx = np.argwhere(mask)[:limit]
+    return ", ".join(str(tuple(int(v) for v in i)) if len(i) > 1 else str(int(i[0])) for i in idx)
+
+
+def _fail(name, case, got, want, hints, seed):
+    got = np.asarray(got)
+    want = np.asarray(want)
+    wrong = got != want
+    if got.dtype.kind == "f":
+        wrong = ~((got == want) | (np.isnan(got) & np.isnan(want)))
+    first = tuple(np.argwhere(wrong)[0]) if wrong.any() else ()
+    lines = [f"{name} ({case}): {int(wrong.sum())} of {want.size} values wrong, first at "
+             f"{_where(wrong)}: expected {want[first].item()!r}, got {got[first].item()!r} [seed={seed}]"]
+    if not hints and wrong.all() and not np.isnan(got.astype(np.float64)).any() and not got.any():
+        hints.append("every output is 0: nothing was accumulated (is the exercise done?).")
+    if not hints:
+        if got.dtype.kind == "f" and np.isnan(got[wrong]).all():
+            hints.append("these outputs were never written (they still hold the poison, NaN): is the exercise done, "
+                         "and does the grid cover every element?")
+        elif got.dtype.kind in "iu" and np.array_equal(got[wrong], (~want.astype(got.dtype))[wrong]):
+            hints.append("these outputs were never written (they still hold the poison, the bitwise complement of "
+                         "the right answer): is the exercise done, and does the grid cover every element?")
+    lines += ["Hint: " + h for h in hints]
+    raise CheckFailed("\n".join(lines))
+
+
+def _same(got, candidate, mask=None):
+    if candidate is None:
+        return False
+    got, candidate = np.asarray(got), np.asarray(candidate)
+    if got.shape != candidate.shape:
+        return False
+    eq = got == candidate
+    return bool(eq.all() if mask is None else eq[mask].all())
+
+
+TIES_HINT = ("ties are rounded away from zero (2.5 -> 3, -0.5 -> -1): that is C's roundf or floor(v + 0.5). "
+             "The format rounds ties to even (2.5 -> 2, 3.5 -> 4, -0.5 -> 0), as Python's round() and "
+             "np.rint do: use round(v) in the kernel.")
+TRUNC_HINT = ("the codes are truncated toward zero (int(v), or a float stored into an integer array): round "
+              "first, round(v), ties to even.")
+RECIP_HINT = ("a few codes differ by one: the kernel multiplies by 1 / scale, which rounds differently from "
+              "x / scale near ties. The format divides: x / scale.")
+SATURATION_HINT = ("codes beyond the range wrapped around instead of saturating: clamp before converting, "
+                   "min(max(round(v), lo), hi). A float out of range converted to int8 or uint8 is garbage.")
+
+
+def _code_hints(got, x, scale, lo, hi, offset=0):
+    """Name the rounding/clamping mistake that produces exactly ``got`` from ``x / scale``."""
+    v = np.asarray(x, np.float32) / np.asarray(scale, np.float32)
+    off = np.asarray(offset, np.float32)
+    hints = []
+    for cand, hint in [(np.clip(_away(v) + off, lo, hi), TIES_HINT),
+                       (np.clip(np.trunc(v) + off, lo, hi), TRUNC_HINT),
+                       (np.clip(ref.rint_f32(np.asarray(x, np.float32) * (np.float32(1) / np.asarray(scale, np.float32)))
+                                + off, lo, hi), RECIP_HINT)]:
+        if _same(got.astype(np.int64), cand.astype(np.int64)):
+            hints.append(hint)
+    if not hints and lo == -127 and _same(got.astype(np.int64), np.clip(ref.rint_f32(v), -128, 127).astype(np.int64)):
+        hints.append("-128 appears: the symmetric INT8 range is [-127, 127] (clamp to -127), so that "
+                     "negating a code never overflows and the range is the same on both sides.")
+    if not hints:
+        unclamped = ref.rint_f32(v) + off
+        outside = (unclamped < lo) | (unclamped > hi)
+        if outside.any():
+            right = np.clip(unclamped, lo, hi)
+            if _same(got.astype(np.int64), right.astype(np.int64), ~outside) and not _same(
+                    got.astype(np.int64), right.astype(np.int64), outside):
+                hints.append(SATURATION_HINT)
+    return hints
+
+
+# ================================================================================================
+# 05.1 symmetric INT8, per tensor
+
+
+def _int8_inputs(n, rng, kind):
+    """(x, amax given to the kernel or None, label). Planted: the largest magnitude negative, exact
+    ties at scale 1 (absmax 127), zeros and -0.0."""
+    if kind == "ties":
+        x = rng.uniform(-126, 126, n).astype(np.float32)
+        ties = np.array([0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 3.5, 126.5, -126.5, 0.0, -0.0], np.float32)
+        x[: min(n, ties.size)] = ties[: min(n, ties.size)]
+        x[n - 1] = -127.0  # the largest magnitude, negative, in the last element: scale = 1 exactly
+        return x, None
+    if kind == "normal":
+        x = (rng.standard_normal(n) * 0.37).astype(np.float32)
+        x[rng.integers(n)] = -np.abs(x).max() * np.float32(1.25)
+        return x, None
+    if kind == "zeros":
+        x = np.zeros(n, np.float32)
+        x[::2] = -0.0
+        return x, None
+    # "clipped": a calibrated clip value below the absmax: the outliers must saturate
+    x = (rng.standard_normal(n) * 2.0).astype(np.float32)
+    x[0], x[n - 1] = 50.0, -60.0
+    return x, np.float32(np.percentile(np.abs(x), 90))
+
+
+def check_int8_quantize(launch, *, name: str = "int8 quantize", given_amax: bool = True, sizes=None,
+                        seed=None) -> None:
+    """Symmetric per-tensor INT8: ``q = clamp(rint(x / s), -127, 127)``, ``s = amax / 127`` (1 for 0).
+
+    ``given_amax=True``: ``launch(q, scale, x, amax)``: ``amax`` (float32, 1 element, on the device)
+    is the tensor's absmax, or a calibrated clip value below it (then outliers saturate).
+    ``given_amax=False``: ``launch(q, scale, x)`` computes the absmax on the GPU itself.
+    ``q`` (int8) and ``scale`` (float32, 1 element) are outputs.
+    """
+    require_callable(launch, "launch")
+    seed = _seed(seed)
+    rng = np.random.default_rng(seed)
+    sizes = sizes or [("block-1", 255), ("3 blocks+7", 775), ("large", 3001 if on_simulator() else 1 << 22)]
+    kinds = ["ties", "normal", "zeros"] + (["clipped"] if given_amax else [])
+    for label, n in sizes:
+        for kind in kinds:
+            x, clip = _int8_inputs(n, rng, kind)
+            amax = np.float32(np.abs(x).max()) if clip is None else clip
+            want_s = ref.int8_scale_f32(amax)
+            want_q = ref.int8_quantize_f32(x, want_s)
+            q, s = _out(n, np.int8, want_q), _out(1, np.float32)
+            args = (q, s, _dev(x)) + ((_dev(np.array([amax], np.float32)),) if given_amax else ())
+            _run(name, launch, *args)
+            got_q, got_s = q.copy_to_host(), s.copy_to_host()[0]
+            case = f"size {label} = {n}, {kind} input"
+            if not got_s == want_s:
+                hints = []
+                if np.isnan(got_s):
+                    hints.append("scale[0] was never written: one thread (i == 0) must store the scale, the "
+                                 "dequantizer needs it.")
+                elif kind == "zeros":
+                    hints.append("an all-zero tensor has absmax 0: dividing by a scale of 0 gives NaN codes. "
+                                 "Use scale 1 when amax is 0 (every code is 0 anyway).")
+                elif got_s == ref.int8_scale_f32(np.float32(x.max())):
+                    hints.append("the scale comes from max(x), not max(|x|): here the largest magnitude is "
+                                 "negative, so values below -max(x) would saturate. Take the absmax.")
+                elif got_s == amax:
+                    hints.append("the scale is the absmax itself: divide by 127, so that the absmax maps to 127.")
+                raise CheckFailed("\n".join([f"{name} ({case}): scale {float(got_s)!r}, expected {float(want_s)!r} "
+                                             f"(absmax {float(amax)!r} / 127) [seed={seed}]"] + ["Hint: " + h for h in hints]))
+            if not np.array_equal(got_q, want_q):
+                _fail(name, case, got_q, want_q, _code_hints(got_q, x, want_s, -127, 127), seed)
+    print(f"{name}: bit-exact for all {len(sizes)} sizes ({', '.join(lb for lb, _ in sizes)}) and inputs "
+          f"({', '.join(kinds)})")
+
+
+def check_int8_dequantize(launch, *, name: str = "int8 dequantize", sizes=None, seed=None) -> None:
+    """``launch(out, q, scale)``: ``out = float32(q) * scale[0]`` exactly (one rounding)."""
+    require_callable(launch, "launch")
+    seed = _seed(seed)
+    rng = np.random.default_rng(seed)
+    sizes = sizes or [("1", 1), ("3 blocks+7", 775), ("large", 3001 if on_simulator() else 1 << 22)]
+    for label, n in sizes:
+        q = rng.integers(-127, 128, n).astype(np.int8)
+        q[: min(n, 3)] = np.array([-127, 127, 0], np.int8)[: min(n, 3)]
+        scale = np.float32(rng.uniform(0.001, 0.1))
+        want = ref.int8_dequantize_f32(q, scale)
+        out = _out(n, np.float32)
+        _run(name, launch, out, _dev(q), _dev(np.array([scale], np.float32)))
+        got = out.copy_to_host()
+        if np.array_equal(got, want):
+            continue
+        hints = []
+        if _same(got, (q.astype(np.uint8).astype(np.float32) * scale).astype(np.float32)):
+            hints.append("negative codes came out as large positive values: q was read as unsigned (uint8). "
+                         "Convert the int8 value itself: float32(q[i]) * scale.")
+        elif np.isnan(got).any():
+            hints.append(f"{int(np.isnan(got).sum())} outputs were never written (e.g. at {_where(np.isnan(got))}).")
+        _fail(name, f"size {label} = {n}", got, want, hints, seed)
+    print(f"{name}: bit-exact for all {len(sizes)} sizes")
+
+
+# ================================================================================================
+# 05.1 asymmetric UINT8 per channel (row), from a calibrated range
+
+
+def check_affine_rows(launch, *, name: str = "affine uint8 per channel", seed=None, cols: int = 37) -> None:
+    """``launch(q, scale, zero_point, x, lo, hi)``: per row r, ``scale[r] = (hi - lo) / 255``,
+    ``zero_point[r] = clamp(rint(-lo / scale), 0, 255)`` (int32), ``q = clamp(rint(x / scale) + zp, 0, 255)``.
+
+    Rows: an ordinary range; an all-positive one (lo > 0, the zero point clamps to 0); an all-negative
+    one (clamps to 255); an empty one (lo == hi: scale 1); a calibrated range narrower than the data
+    (saturation); a row of exact ties.
+    """
+    require_callable(launch, "launch")
+    seed = _seed(seed)
+    rng = np.random.default_rng(seed)
+    rows = 7
+    x = rng.uniform(-1, 1, (rows, cols)).astype(np.float32)
+    lo, hi = x.min(axis=1), x.max(axis=1)
+    x[1] = rng.uniform(0.5, 2.0, cols)
+    lo[1], hi[1] = 0.5, 2.0  # a ReLU-like channel: 0 is outside its range
+    x[2] = rng.uniform(-3.0, -1.0, cols)
+    lo[2], hi[2] = -3.0, -1.0
+    x[3] = 0.25
+    lo[3] = hi[3] = 0.25
+    x[4] = rng.standard_normal(cols) * 3
+    lo[4], hi[4] = -1.0, 1.0  # calibrated narrower than the data
+    x[5] = (np.arange(cols) - cols // 2 + 0.5).astype(np.float32)  # ties at scale 1
+    lo[5], hi[5] = -127.0, 128.0
+    x[6, 0], x[6, 1] = 0.0, -0.0
+    lo, hi = lo.astype(np.float32), hi.astype(np.float32)
+    want_s, want_z = ref.affine_params_f32(lo, hi)
+    want_q = ref.affine_quantize_f32(x, want_s[:, None], want_z[:, None])
+    q, s, z = _out(x.shape, np.uint8, want_q), _out(rows, np.float32), _out(rows, np.int32, want_z)
+    _run(name, launch, q, s, z, _dev(x), _dev(lo), _dev(hi))
+    got_q, got_s, got_z = q.copy_to_host(), s.copy_to_host(), z.copy_to_host()
+    if not np.array_equal(got_s, want_s):
+        hints = []
+        if np.isnan(got_s).all():
+            hints.append("no scale was written: the thread of column 0 of each row stores scale[r] and zp[r] "
+                         "(is the exercise done?).")
+        elif np.isnan(got_s[3]) or got_s[3] == 0:
+            hints.append("row 3 has an empty range (lo == hi): its scale must be 1, not 0 (or NaN).")
+        _fail(name, "scales", got_s, want_s, hints, seed)
+    if not np.array_equal(got_z, want_z):
+        unclamped = ref.rint_f32(-lo / want_s).astype(np.int64)
+        hints = []
+        if _same(got_z.astype(np.int64), unclamped):
+            hints.append("zero point not clamped: rows 1 and 2 have ranges without 0 (all positive, all "
+                         f"negative), so -lo / scale is {int(unclamped[1])} and {int(unclamped[2])}, outside "
+                         "uint8. Clamp the zero point to [0, 255].")
+        _fail(name, "zero points", got_z, want_z, hints, seed)
+    if not np.array_equal(got_q, want_q):
+        _fail(name, "codes", got_q, want_q, _code_hints(got_q, x, want_s[:, None], 0, 255, want_z[:, None]), seed)
+    print(f"{name}: bit-exact on {rows} channels (zero points clamped at both ends, empty range, saturation, ties)")
+
+
+# ================================================================================================
+# 05.2 INT4 groups
+
+
+def _int4_matrix(rng, rows, cols):
+    x = (rng.standard_normal((rows, cols)) * 0.5).astype(np.float32)
+    g0 = min(cols, INT4_GROUP)
+    ties = np.array([7.0, -0.5, 0.5, 1.5, -1.5, 2.5, -2.5, 3.5, -6.5, 0.0, -0.0, 6.5], np.float32)
+    k = min(g0, ties.size)
+    x[0, :g0] = np.clip(x[0, :g0] * 2, -6.9, 6.9)
+    x[0, :k] = ties[:k]  # absmax 7 in this group: scale 1, exact ties
+    if rows > 1:
+        x[1, :] = 0.0  # an all-zero row: scale 1
+    if rows > 2:
+        x[2, cols - 1] = -5.0  # the largest magnitude of the last group, negative, in the odd tail
+    return x
+
+
+def _swap_nibbles(p):
+    p = np.asarray(p, np.uint8)
+    return ((p >> 4) | (p << 4)).astype(np.uint8)
+
+
+def int4_shapes():
+    return [("1 x 1", (1, 1)), ("3 x 127", (3, 127)), ("3 x 129", (3, 129)), ("4 x 256", (4, 256)),
+            ("5 x 301", (5, 301))]
+
+
+def check_int4_quantize(launch, *, name: str = "int4 quantize", shapes=None, seed=None) -> None:
+    """``launch(packed, scales, x)``: x (rows, cols) float32; ``scales`` (rows, ceil(cols/128)) =
+    absmax of each group / 7; ``packed`` (rows, ceil(cols/2)) uint8, element 2j in the low nibble of
+    byte j, 4-bit two's complement, the odd last value's high nibble 0."""
+    require_callable(launch, "launch")
+    seed = _seed(seed)
+    rng = np.random.default_rng(seed)
+    shapes = shapes or int4_shapes()
+    for label, (rows, cols) in shapes:
+        x = _int4_matrix(rng, rows, cols)
+        want_s = ref.int4_group_scales_f32(x)
+        q = ref.int4_quantize_f32(x, want_s)
+        want_p = ref.int4_pack(q)
+        p, s = _out(want_p.shape, np.uint8, want_p), _out(want_s.shape, np.float32)
+        _run(name, launch, p, s, _dev(x))
+        got_p, got_s = p.copy_to_host(), s.copy_to_host()
+        case = f"shape {label}"
+        if not np.array_equal(got_s, want_s):
+            hints = []
+            per_row = np.where(np.abs(x).max(1) > 0, np.abs(x).max(1) / np.float32(7), 1).astype(np.float32)
+            if _same(got_s, np.repeat(per_row[:, None], want_s.shape[1], 1)) and want_s.shape[1] > 1:
+                hints.append("every group of a row got the row's scale: the absmax is per group of 128 values.")
+            elif _same(got_s * np.float32(7), want_s * np.float32(8)) or _same(got_s * 7, want_s * 15):
+                hints.append("the scale divides by the wrong number: the largest code is 7, so scale = absmax / 7.")
+            elif np.isnan(got_s).all():
+                hints.append("no scale was written: lane 0 of each warp stores its group's scale (is the exercise done?).")
+            elif np.isnan(got_s).any():
+                hints.append("some scales were never written (the last, shorter group of a row?).")
+            _fail(name, case + ", scales", got_s, want_s, hints, seed)
+        if np.array_equal(got_p, want_p):
+            continue
+        hints = []
+        if _same(got_p, _swap_nibbles(want_p)):
+            hints.append("nibble order swapped: element 2j belongs in the LOW nibble of byte j (bits 0-3) and "
+                         "element 2j+1 in the high nibble: byte = (q0 & 0xF) | ((q1 & 0xF) << 4).")
+        elif _same(got_p, ref.int4_pack(np.clip(_away(x / np.repeat(want_s, INT4_GROUP, 1)[:, :cols]), -8, 7)
+                                        .astype(np.int8))):
+            hints.append(TIES_HINT)
+        elif cols % 2 and _same(got_p[:, :-1], want_p[:, :-1]) and not _same(got_p[:, -1], want_p[:, -1]):
+            hints.append(f"only the last byte of each row is wrong: with {cols} values (odd) the last byte holds "
+                         "one value in its low nibble. The odd tail was dropped (or its missing partner read "
+                         "past the row): write it with a high nibble of 0.")
+        _fail(name, case + ", packed bytes", got_p, want_p, hints, seed)
+    print(f"{name}: bit-exact for all {len(shapes)} shapes ({', '.join(lb for lb, _ in shapes)})")
+
+
+def check_int4_dequantize(launch, *, name: str = "int4 dequantize", shapes=None, seed=None) -> None:
+    """``launch(out, packed, scales)``: out (rows, cols) float32 = sign-extended nibble * its group's scale."""
+    require_callable(launch, "launch")
+    seed = _seed(seed)
+    rng = np.random.default_rng(seed)
+    shapes = shapes or int4_shapes()
+    for label, (rows, cols) in shapes:
+        q = rng.integers(-8, 8, (rows, cols)).astype(np.int8)
+        q[0, : min(cols, 4)] = np.array([-8, 7, -1, 1], np.int8)[: min(cols, 4)]
+        packed = ref.int4_pack(q)
+        scales = rng.uniform(0.01, 1.0, (rows, -(-cols // INT4_GROUP))).astype(np.float32)
+        want = ref.int4_dequantize_f32(packed, scales, cols)
+        out = _out((rows, cols), np.float32)
+        _run(name, launch, out, _dev(packed), _dev(scales))
+        got = out.copy_to_host()
+        if np.array_equal(got, want):
+            continue
+        hints = []
+        s_full = np.repeat(scales, INT4_GROUP, 1)[:, :cols]
+        unsigned = (q.astype(np.uint8) & 0xF).astype(np.float32) * s_full
+        swapped = ref.int4_unpack(_swap_nibbles(packed), 2 * packed.shape[1])[:, :cols].astype(np.float32) * s_full
+        if _same(got, unsigned.astype(np.float32)):
+            hints.append("wrong sign extension: nibbles 8..15 stand for -8..-1 (4-bit two's complement). "
+                         "v = b & 0xF; if v >= 8: v -= 16  (or (v ^ 8) - 8).")
+        elif _same(got, swapped.astype(np.float32)):
+            hints.append("nibble order swapped: the low nibble of byte j is element 2j, the high one 2j+1.")
+        elif cols > 1 and cols % 2 and _same(got[:, :-1], want[:, :-1]) and np.isnan(got[:, -1]).all():
+            hints.append(f"the last value of every row is missing: {cols} is odd, so the last byte carries one "
+                         "value (its low nibble). The odd tail was dropped.")
+        elif np.isnan(got).any():
+            hints.append(f"{int(np.isnan(got).sum())} outputs were never written (e.g. at {_where(np.isnan(got))}).")
+        _fail(name, f"shape {label}", got, want, hints, seed)
+    print(f"{name}: bit-exact for all {len(shapes)} shapes ({', '.join(lb for lb, _ in shapes)})")
+
+
+# ================================================================================================
+# 05.5 ternary weights and per-token activations
+
+
+def _ternary_weights(rng, rows, cols, ties):
+    if ties:  # half the weights +-0.5, half +-1.5: mean |w| = 1 exactly, so w / s = +-0.5 are exact ties
+        mags = np.where(rng.permutation(rows * cols) % 2 == 0, 0.5, 1.5)
+        return (mags * rng.choice([-1.0, 1.0], rows * cols)).reshape(rows, cols).astype(np.float32)
+    w = rng.standard_normal((rows, cols)).astype(np.float32)
+    w.flat[-1] = -0.0
+    return w
+
+
+def check_ternary_quantize(launch, *, name: str = "ternary quantize", shapes=None, seed=None) -> None:
+    """``launch(packed, scale, w)``: ``scale[0] = mean |w|`` (float32), ``q = clamp(rint(w / s), -1, 1)``,
+    four 2-bit codes per byte (01 = +1, 11 = -1, 00 = 0), element 4j+t in bits 2t..2t+1 of byte j."""
+    require_callable(launch, "launch")
+    seed = _seed(seed)
+    rng = np.random.default_rng(seed)
+    shapes = shapes or [("1 x 3", (1, 3)), ("5 x 38 (ties)", (5, 38)), ("5 x 37", (5, 37)), ("8 x 64", (8, 64))]
+    for label, (rows, cols) in shapes:
+        w = _ternary_weights(rng, rows, cols, ties="ties" in label)
+        want_s = ref.ternary_scale_f32(w)
+        packed, s = _out((rows, -(-cols // 4)), np.uint8), _out(1, np.float32)
+        _run(name, launch, packed, s, _dev(w))
+        got_s = s.copy_to_host()[0]
+        case = f"shape {label}"
+        # The mean is a float64 sum in some order: allow the float32 rounding to land one unit either way.
+        if not abs(float(got_s) - float(want_s)) <= 2 * float(np.spacing(want_s)):
+            hints = []
+            if got_s == np.float32(np.abs(w).max()):
+                hints.append("the scale is max |w|: BitNet b1.58 uses the mean of |w| (absmean), so that most "
+                             "weights do not round to 0.")
+            if np.isnan(got_s):
+                hints.append("scale[0] was never written: thread (0, 0) stores it (is the exercise done?).")
+            raise CheckFailed("\n".join([f"{name} ({case}): scale {float(got_s)!r}, expected mean |w| = "
+                                         f"{float(want_s)!r} [seed={seed}]"] + ["Hint: " + h for h in hints]))
+        q = ref.ternary_quantize_f32(w, got_s)
+        want_p = ref.ternary_pack(q)
+        got_p = packed.copy_to_host()
+        if np.array_equal(got_p, want_p):
+            continue
+        hints = []
+        padded = np.zeros((rows, 4 * want_p.shape[1]), np.uint8)
+        padded[:, :cols] = q.astype(np.uint8) & 3
+        reversed_order = (padded[:, 3::4] | (padded[:, 2::4] << 2) | (padded[:, 1::4] << 4) | (padded[:, 0::4] << 6))
+        sign_mag = np.where(q < 0, 2, q).astype(np.int8)
+        if _same(got_p, reversed_order.astype(np.uint8)):
+            hints.append("packing order: element 4j+t goes to bits 2t..2t+1 of byte j (the first element in "
+                         "the lowest bits), as INT4's element 2j in the low nibble.")
+        elif _same(got_p, ref.ternary_pack(sign_mag)):
+            hints.append("-1 was stored as 10: the format stores 2-bit two's complement, -1 -> 11 (q & 3).")
+        elif _same(got_p, ref.ternary_pack(np.clip(_away(w / got_s), -1, 1).astype(np.int8))):
+            hints.append(TIES_HINT)
+        elif cols % 4 and _same(got_p[:, :-1], want_p[:, :-1]):
+            hints.append(f"only the last byte of each row is wrong: {cols} is not a multiple of 4, the last byte "
+                         "holds the tail's codes (the rest of its bits 0).")
+        _fail(name, case + ", packed codes", got_p, want_p, hints, seed)
+    print(f"{name}: bit-exact for all {len(shapes)} shapes ({', '.join(lb for lb, _ in shapes)})")
+
+
+def check_int8_rows(launch, *, name: str = "int8 per token", shapes=None, seed=None) -> None:
+    """``launch(q, scales, x)``: per row r, ``scales[r] = absmax(x[r]) / 127``, ``q = clamp(rint(x / s), -127, 127)``."""
+    require_callable(launch, "launch")
+    seed = _seed(seed)
+    rng = np.random.default_rng(seed)
+    shapes = shapes or [("1 x 5", (1, 5)), ("6 x 45", (6, 45)), ("3 x 200", (3, 200))]
+    for label, (rows, cols) in shapes:
+        x = (rng.standard_normal((rows, cols)) * rng.uniform(0.1, 10, (rows, 1))).astype(np.float32)
+        x[0, :min(cols, 4)] = np.array([-127.0, 2.5, -0.5, 0.5], np.float32)[:min(cols, 4)]
+        x[0, min(cols, 4):] = np.clip(x[0, min(cols, 4):], -126, 126)
+        if rows > 1:
+            x[1] = 0.0
+        want_q, want_s = ref.int8_per_row_f32(x)
+        q, s = _out((rows, cols), np.int8, want_q), _out(rows, np.float32)
+        _run(name, launch, q, s, _dev(x))
+        got_q, got_s = q.copy_to_host(), s.copy_to_host()
+        if not np.array_equal(got_s, want_s):
+            hints = []
+            if np.unique(got_s[~np.isnan(got_s)]).size == 1 and rows > 2:
+                hints.append("every row got the same scale: per-token quantization takes each row's own absmax.")
+            _fail(name, f"shape {label}, scales", got_s, want_s, hints, seed)
+        if not np.array_equal(got_q, want_q):
+            _fail(name, f"shape {label}, codes", got_q, want_q, _code_hints(got_q, x, want_s[:, None], -127, 127), seed)
+    print(f"{name}: bit-exact for all {len(shapes)} shapes")
+
+
+# ================================================================================================
+# GEMMs
+
+
+def gemm_shapes():
+    """(label, (M, N, K)): decode rows (M = 1), K not a multiple of 4 or of the group, edges of tiles."""
+    return [("1 x 7 x 5", (1, 7, 5)), ("3 x 17 x 130", (3, 17, 130)), ("19 x 9 x 64", (19, 9, 64)),
+            ("large", (10, 12, 261) if on_simulator() else (257, 1031, 1100))]
+
+
+def _float_result(name, case, got, want, magnitude, seed, hints_fn):
+    tol = UNIT_ROUNDOFF["float32"] * 8 * magnitude + 1e-30
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.abs(got.astype(np.float64) - want) <= tol)
+    if bad.any():
+        _fail(name, case, got, want.astype(np.float32), hints_fn(), seed)
+
+
+def check_ternary_gemm(launch, *, name: str = "ternary gemm", shapes=None, seed=None) -> None:
+    """``launch(out, a, a_scale, w_packed, w_scale)``: out (M, N) float32 =
+    ``a_scale[m] * w_scale[0] * sum_k a[m, k] * t[n, k]``; a (M, K) int8, w_packed (N, ceil(K/4))."""
+    require_callable(launch, "launch")
+    seed = _seed(seed)
+    rng = np.random.default_rng(seed)
+    for label, (m, n, k) in shapes or gemm_shapes():
+        a = rng.integers(-127, 128, (m, k)).astype(np.int8)
+        t = rng.integers(-1, 2, (n, k)).astype(np.int8)
+        sa = rng.uniform(0.01, 0.1, m).astype(np.float32)
+        sw = np.float32(rng.uniform(0.5, 1.5))
+        packed = ref.ternary_pack(t)
+        exact = ref.int8_gemm_exact(a, t).astype(np.float64)
+        want = exact * sa[:, None].astype(np.float64) * float(sw)
+        mag = ref.int8_gemm_exact(np.abs(a), np.abs(t)) * sa[:, None].astype(np.float64) * float(sw)
+        out = _out((m, n), np.float32)
+        _run(name, launch, out, _dev(a), _dev(sa), _dev(packed), _dev(np.array([sw], np.float32)))
+        got = out.copy_to_host()
+
+        def hints():
+            h = []
+            scale = sa[:, None] * sw
+            with np.errstate(invalid="ignore"):
+                if np.allclose(got, ref.int8_gemm_exact(a, np.where(t < 0, 3, t)) * scale, rtol=1e-5):
+                    h.append("code 11 was added as +3: it stands for -1 (subtract the activation).")
+                elif k % 4 and np.allclose(got, ref.int8_gemm_exact(a[:, : k - k % 4], t[:, : k - k % 4]) * scale,
+                                           rtol=1e-5):
+                    h.append(f"the last {k % 4} values of K were skipped: K = {k} is not a multiple of 4, the last "
+                             "byte holds the tail.")
+                elif np.allclose(got, exact, rtol=1e-5):
+                    h.append("the scales were left out: multiply the integer sum by a_scale[m] * w_scale.")
+            return h
+        _float_result(name, f"shape {label}", got, want, mag, seed, hints)
+    print(f"{name}: correct for all {len(shapes or gemm_shapes())} shapes")
+
+
+def check_int8_gemm(launch, *, name: str = "int8 gemm", epilogue: bool = False, shapes=None, seed=None) -> None:
+    """DP4A GEMM on int8 operands read as int32 words, K zero-padded to a multiple of 4:
+    ``launch(c, a32, b32)`` with c (M, N) int32 = exact ``a @ b.T`` (bit-exact); or, with
+    ``epilogue=True`` (W8A8), ``launch(c, a32, b32, a_scale, b_scale)`` with c float32 =
+    ``a_scale[m] * b_scale[n] * sum``."""
+    from ..quant.kernels import as_words, pad_cols
+
+    require_callable(launch, "launch")
+    seed = _seed(seed)
+    rng = np.random.default_rng(seed)
+    shapes = shapes or gemm_shapes()
+    for label, (m, n, k) in shapes:
+        a = rng.integers(-128, 128, (m, k)).astype(np.int8)
+        b = rng.integers(-128, 128, (n, k)).astype(np.int8)
+        a[0, 0], b[0, 0] = -128, -128  # the products' extremes
+        exact = ref.int8_gemm_exact(a, b)
+        a32, b32 = _dev(as_words(pad_cols(a, 4))), _dev(as_words(pad_cols(b, 4)))
+        kp = 4 * -(-k // 4)
+
+        def alternatives():
+            h = []
+            if kp > 4 and _same(got_i, ref.int8_gemm_exact(a[:, : kp - 4], b[:, : kp - 4])):
+                h.append("the last word of K was skipped: loop over all K/4 words (range(a32.shape[1])).")
+            elif _same(got_i, ref.int8_gemm_exact(a.view(np.uint8), b.view(np.uint8)).astype(np.int64)):
+                h.append("the bytes were multiplied as unsigned: DP4A here is signed x signed (__dp4a on int).")
+            return h
+
+        if not epilogue:
+            c = _out((m, n), np.int32, exact.astype(np.int32))
+            _run(name, launch, c, a32, b32)
+            got_i = c.copy_to_host().astype(np.int64)
+            if not np.array_equal(got_i, exact):
+                _fail(name, f"shape {label}", got_i, exact, alternatives(), seed)
+            continue
+        sa = rng.uniform(0.001, 0.1, m).astype(np.float32)
+        sb = rng.uniform(0.001, 0.1, n).astype(np.float32)
+        want = ref.w8a8_reference(a, sa, b, sb)
+        mag = ref.int8_gemm_exact(np.abs(a.astype(np.int64)), np.abs(b.astype(np.int64))) * np.outer(sa, sb)
+        c = _out((m, n), np.float32)
+        _run(name, launch, c, a32, b32, _dev(sa), _dev(sb))
+        got = c.copy_to_host()
+
+        def hints():
+            with np.errstate(invalid="ignore"):
+                if np.allclose(got, exact, rtol=1e-5):
+                    return ["the epilogue did not dequantize: multiply the int32 sum by a_scale[m] * b_scale[n]."]
+                if (m > 1 or n > 1) and np.allclose(got, exact * float(sa[0]) * float(sb[0]), rtol=1e-5):
+                    return ["one scale for the whole matrix: a_scale is per row m (token), b_scale per column n."]
+            return []
+        _float_result(name, f"shape {label}", got, want, mag, seed, hints)
+    print(f"{name}: {'correct' if epilogue else 'bit-exact'} for all {len(shapes)} shapes")
+
+
+def check_w4a8_gemm(launch, *, name: str = "w4a8 gemm", shapes=None, seed=None) -> None:
+    """``launch(out, a32, a_scale, w32, w_scales)``: W4A8 with INT4 weights in groups of 128 along K.
+
+    a32: (M, Kp/4) int32 words of int8 activations, w32: (N, Kp/8) words of packed INT4 (the format of
+    05.2, K zero-padded to Kp, a multiple of 8), w_scales (N, ceil(Kp/128)) float32, a_scale (M,).
+    out (M, N) float32 = ``a_scale[m] * sum_g w_scales[n, g] * sum_{k in g} a[m, k] w[n, k]``.
+    """
+    from ..quant.kernels import as_words, pad_cols
+
+    require_callable(launch, "launch")
+    seed = _seed(seed)
+    rng = np.random.default_rng(seed)
+    shapes = shapes or gemm_shapes()
+    for label, (m, n, k) in shapes:
+        kp = 8 * -(-k // 8)
+        a = pad_cols(rng.integers(-127, 128, (m, k)).astype(np.int8), 8)
+        wq = pad_cols(rng.integers(-8, 8, (n, k)).astype(np.int8), 8)
+        scales = rng.uniform(0.01, 0.1, (n, -(-kp // INT4_GROUP))).astype(np.float32)
+        sa = rng.uniform(0.01, 0.1, m).astype(np.float32)
+        packed = ref.int4_pack(wq)
+        want, mag = ref.w4a8_reference(a, sa, wq, scales)
+        out = _out((m, n), np.float32)
+        _run(name, launch, out, _dev(as_words(a)), _dev(sa), _dev(packed.view(np.int32)), _dev(scales))
+        got = out.copy_to_host()
+
+        def hints():
+            h = []
+            with np.errstate(invalid="ignore"):
+                tol = dict(rtol=1e-4, atol=1e-4 * float(mag.max()))
+                unsigned = np.where(wq < 0, wq + 16, wq)
+                swapped = ref.int4_unpack(_swap_nibbles(packed), kp)
+                if np.allclose(got, ref.w4a8_reference(a, sa, unsigned, scales)[0], **tol):
+                    h.append("wrong sign extension: the nibbles were used as 0..15; 8..15 stand for -8..-1.")
+                elif np.allclose(got, ref.w4a8_reference(a, sa, swapped, scales)[0], **tol):
+                    h.append("nibble order swapped: the low nibble of each byte is the EVEN element of K.")
+                elif scales.shape[1] > 1 and np.allclose(
+                        got, ref.w4a8_reference(a, sa, wq, np.repeat(scales[:, :1], scales.shape[1], 1))[0], **tol):
+                    h.append("every group used the first group's scale: word w of a row lies in group w // 16 "
+                             "(16 words of 8 values per group of 128).")
+            return h
+        _float_result(name, f"shape {label}", got, want, mag, seed, hints)
+    print(f"{name}: correct for all {len(shapes)} shapes")

@@ -1,0 +1,489 @@
+"""Module 05's integer kernels, as the package's reference implementations.
+
+The notebooks of module 05 have the learner write these kernels; the package keeps working
+versions so that ``scripts/gpu_module05_integer_probe.py`` measures exactly what the notebooks
+teach and the tests of ``kernel_lab.checks.quantization`` have right answers to pass. The formats
+(scale, rounding, range, packing order) are defined in :mod:`kernel_lab.quant.integer`.
+
+Launchers take device arrays and allocate nothing they are given; shapes are checked with readable
+messages (:func:`require_shape`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..scans import THREADS, absmax_grid_stride, block_sum_f64, persistent_blocks, zero_first
+from ..sizes import sizes as _sizes
+from ..validate import KernelLabArgumentError
+from ..vector_loads import load4, store4
+from .dp4a import EVEN_BYTES, ODD_BYTES, byte_perm, dp4a
+from .integer import INT4_GROUP
+
+from numba import cuda, float32, float64, int8, int32, uint8, uint32  # noqa: E402  (after kernel_lab)
+
+GROUP_WORDS = INT4_GROUP // 8  # 32-bit words of packed INT4 per group (8 values per word)
+
+
+def require_shape(arr, shape, dtype, name):
+    if tuple(arr.shape) != tuple(shape) or np.dtype(arr.dtype) != np.dtype(dtype):
+        raise KernelLabArgumentError(f"{name} must be {np.dtype(dtype).name} of shape {tuple(shape)}, "
+                                     f"got {np.dtype(arr.dtype).name} of shape {tuple(arr.shape)}")
+
+
+@cuda.jit(device=True)
+def warp_max_f32(v):
+    """The maximum over the warp, in every lane (butterfly shuffles; a constant-step loop, because a
+    loop over a tuple of offsets does not compile for the GPU)."""
+    off = 16
+    while off > 0:
+        v = max(v, cuda.shfl_xor_sync(0xFFFFFFFF, v, off))
+        off //= 2
+    return v
+
+
+@cuda.jit(device=True)
+def warp_sum_f32(v):
+    off = 16
+    while off > 0:
+        v += cuda.shfl_xor_sync(0xFFFFFFFF, v, off)
+        off //= 2
+    return v
+
+
+# --- 05.1 symmetric INT8, per tensor, scale from the GPU's absmax --------------------------------
+
+@cuda.jit
+def int8_quantize(x, amax, q, scale_out):
+    """``q = clamp(rint(x / s), -127, 127)`` with ``s = amax[0] / 127`` (1 if amax is 0)."""
+    a = amax[0]
+    s = a / float32(127.0) if a > float32(0.0) else float32(1.0)
+    i = cuda.grid(1)
+    if i == 0:
+        scale_out[0] = s
+    while i < x.size:
+        v = round(x[i] / s)  # ties to even
+        q[i] = int8(min(max(v, -127), 127))
+        i += cuda.gridsize(1)
+
+
+@cuda.jit
+def int8_dequantize(q, scale, out):
+    s = scale[0]
+    i = cuda.grid(1)
+    while i < q.size:
+        out[i] = float32(q[i]) * s
+        i += cuda.gridsize(1)
+
+
+def launch_int8_quantize(q, scale, x, amax=None):
+    """absmax on the GPU (module 02's grid-stride kernel), then the quantizer: no host round trip."""
+    amax = cuda.device_array(1, np.float32) if amax is None else amax
+    absmax_grid_stride(amax.view(np.uint32), x.view(np.uint32))
+    int8_quantize[persistent_blocks(x.size), THREADS](x, amax, q, scale)
+
+
+def launch_int8_dequantize(out, q, scale):
+    int8_dequantize[persistent_blocks(q.size), THREADS](q, scale, out)
+
+
+# Four values per thread: one 16-byte load of x and one 4-byte store of four codes (or the reverse),
+# a quarter of the memory instructions of the kernels above. For sizes that are multiples of 4.
+
+@cuda.jit(device=True)
+def _code8(v, s):
+    return uint32(int32(min(max(round(v / s), -127), 127))) & uint32(0xFF)  # via int32: two's complement byte
+
+
+@cuda.jit
+def int8_quantize_x4(x, amax, q32, scale_out):
+    a = amax[0]
+    s = a / float32(127.0) if a > float32(0.0) else float32(1.0)
+    w = cuda.grid(1)
+    if w == 0:
+        scale_out[0] = s
+    while w < q32.size:
+        v0, v1, v2, v3 = load4(x, 4 * w)
+        word = _code8(v0, s) | (_code8(v1, s) << uint32(8)) | (_code8(v2, s) << uint32(16)) | (_code8(v3, s) << uint32(24))
+        q32[w] = int32(word)  # byte k of the word is element 4w + k (little-endian)
+        w += cuda.gridsize(1)
+
+
+@cuda.jit
+def int8_dequantize_x4(q32, scale, out):
+    s = scale[0]
+    w = cuda.grid(1)
+    while w < q32.size:
+        p = q32[w]
+        store4(out, 4 * w, float32((p << 24) >> 24) * s, float32((p << 16) >> 24) * s,
+               float32((p << 8) >> 24) * s, float32(p >> 24) * s)  # arithmetic shifts sign-extend each byte
+        w += cuda.gridsize(1)
+
+
+def launch_int8_quantize_x4(q, scale, x, amax):
+    """Like :func:`int8_quantize` with the scale from ``amax``; needs ``x.size % 4 == 0``."""
+    if x.size % 4:
+        raise KernelLabArgumentError(f"the x4 kernels need a size that is a multiple of 4, got {x.size}")
+    int8_quantize_x4[persistent_blocks(x.size // 4), THREADS](x, amax, q.view(np.int32), scale)
+
+
+def launch_int8_dequantize_x4(out, q, scale):
+    if q.size % 4:
+        raise KernelLabArgumentError(f"the x4 kernels need a size that is a multiple of 4, got {q.size}")
+    int8_dequantize_x4[persistent_blocks(q.size // 4), THREADS](q.view(np.int32), scale, out)
+
+
+# --- 05.1 asymmetric UINT8 per channel (row), from a calibrated range ----------------------------
+
+@cuda.jit
+def affine_quantize_rows(x, lo, hi, q, scale, zp):
+    r, c = cuda.grid(2)
+    if r >= x.shape[0] or c >= x.shape[1]:
+        return
+    width = hi[r] - lo[r]
+    s = width / float32(255.0) if width > float32(0.0) else float32(1.0)
+    z = min(max(round(-lo[r] / s), 0), 255)  # the zero point must be a uint8 too
+    if c == 0:
+        scale[r] = s
+        zp[r] = z
+    q[r, c] = uint8(min(max(round(x[r, c] / s) + z, 0), 255))
+
+
+def launch_affine_quantize_rows(q, scale, zp, x, lo, hi):
+    threads = (16, 16)
+    affine_quantize_rows[(-(-x.shape[0] // 16), -(-x.shape[1] // 16)), threads](x, lo, hi, q, scale, zp)
+
+
+# --- 05.2 INT4 groups of 128: one warp per group, four values per lane ----------------------------
+
+@cuda.jit
+def int4_quantize_groups(x, packed, scales):
+    """Each warp quantizes one group of 128 values of a row: the absmax by shuffles, then 2 bytes
+    per lane (element 2j in the low nibble of byte j)."""
+    warp = (cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x) // 32
+    lane = cuda.threadIdx.x % 32
+    cols = x.shape[1]
+    groups = (cols + INT4_GROUP - 1) // INT4_GROUP
+    if warp >= x.shape[0] * groups:  # whole warps leave together: the shuffles stay full
+        return
+    r = warp // groups
+    g = warp - r * groups
+    c0 = g * INT4_GROUP + 4 * lane
+    v0 = x[r, c0] if c0 < cols else float32(0.0)
+    v1 = x[r, c0 + 1] if c0 + 1 < cols else float32(0.0)
+    v2 = x[r, c0 + 2] if c0 + 2 < cols else float32(0.0)
+    v3 = x[r, c0 + 3] if c0 + 3 < cols else float32(0.0)
+    m = max(max(abs(v0), abs(v1)), max(abs(v2), abs(v3)))
+    m = warp_max_f32(m)
+    s = m / float32(7.0) if m > float32(0.0) else float32(1.0)
+    if lane == 0:
+        scales[r, g] = s
+    q0 = min(max(round(v0 / s), -8), 7)
+    q1 = min(max(round(v1 / s), -8), 7)
+    q2 = min(max(round(v2 / s), -8), 7)
+    q3 = min(max(round(v3 / s), -8), 7)
+    if c0 < cols:
+        packed[r, c0 // 2] = uint8((q0 & 0xF) | ((q1 & 0xF) << 4))
+    if c0 + 2 < cols:
+        packed[r, c0 // 2 + 1] = uint8((q2 & 0xF) | ((q3 & 0xF) << 4))
+
+
+@cuda.jit
+def int4_dequantize(packed, scales, out):
+    r, j = cuda.grid(2)
+    cols = out.shape[1]
+    if r >= out.shape[0] or j >= packed.shape[1]:
+        return
+    b = int32(packed[r, j])
+    lo = (b & 0xF) - ((b & 0x8) << 1)  # sign extension: bit 3 weighs -8
+    hi = ((b >> 4) & 0xF) - ((b >> 4) & 0x8) * 2
+    s = scales[r, (2 * j) // INT4_GROUP]
+    out[r, 2 * j] = float32(lo) * s
+    if 2 * j + 1 < cols:  # an odd row ends in half a byte
+        out[r, 2 * j + 1] = float32(hi) * s
+
+
+def launch_int4_quantize(packed, scales, x):
+    groups = -(-x.shape[1] // INT4_GROUP)
+    warps = x.shape[0] * groups
+    int4_quantize_groups[-(-warps // 4), 128](x, packed, scales)
+
+
+def launch_int4_dequantize(out, packed, scales):
+    int4_dequantize[(-(-out.shape[0] // 8), -(-packed.shape[1] // 32)), (8, 32)](packed, scales, out)
+
+
+# --- 05.5 ternary weights, per-token INT8 activations, a GEMM without multiplications -----------
+
+@cuda.jit
+def abs_sum(x, out):
+    """``out[0] += sum |x|`` in float64 (one atomic per block; out zeroed by the launcher)."""
+    acc = float64(0.0)
+    i = cuda.grid(1)
+    while i < x.size:
+        acc += abs(float64(x[i]))
+        i += cuda.gridsize(1)
+    total = block_sum_f64(acc)
+    if cuda.threadIdx.x == 0:
+        cuda.atomic.add(out, 0, total)
+
+
+@cuda.jit
+def ternary_quantize_pack(w, abs_total, packed, scale_out):
+    """One thread per output byte: four weights to {-1, 0, 1}, 2-bit codes, first in the low bits."""
+    r, j = cuda.grid(2)
+    rows, cols = w.shape
+    mean = float32(abs_total[0] / float64(rows * cols))
+    s = mean if mean > float32(0.0) else float32(1.0)
+    if r == 0 and j == 0:
+        scale_out[0] = s
+    if r >= rows or j >= packed.shape[1]:
+        return
+    byte = 0
+    for t in range(4):
+        c = 4 * j + t
+        if c < cols:
+            v = min(max(round(w[r, c] / s), -1), 1)
+            byte |= (v & 3) << (2 * t)
+    packed[r, j] = uint8(byte)
+
+
+@cuda.jit
+def int8_rows_quantize(x, q, scales):
+    """Per-token INT8: one warp per row, its absmax by shuffles, then the row."""
+    r = (cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x) // 32
+    lane = cuda.threadIdx.x % 32
+    if r >= x.shape[0]:
+        return
+    cols = x.shape[1]
+    m = float32(0.0)
+    for c in range(lane, cols, 32):
+        m = max(m, abs(x[r, c]))
+    m = warp_max_f32(m)
+    s = m / float32(127.0) if m > float32(0.0) else float32(1.0)
+    if lane == 0:
+        scales[r] = s
+    for c in range(lane, q.shape[1], 32):  # q may be wider (padded K): zeros there
+        v = 0
+        if c < cols:
+            v = min(max(round(x[r, c] / s), -127), 127)
+        q[r, c] = int8(v)
+
+
+@cuda.jit
+def ternary_gemm(a, a_scale, w_packed, w_scale, out):
+    """``out[m, n] = a_scale[m] * w_scale * sum_k a[m, k] * t[n, k]`` with t in {-1, 0, 1}: adds and
+    subtracts only."""
+    n, m = cuda.grid(2)
+    if m >= out.shape[0] or n >= out.shape[1]:
+        return
+    k_total = a.shape[1]
+    acc = int32(0)
+    for j in range(w_packed.shape[1]):
+        b = int32(w_packed[n, j])
+        for t in range(4):
+            k = 4 * j + t
+            code = (b >> (2 * t)) & 3
+            if k < k_total:
+                if code == 1:
+                    acc += int32(a[m, k])
+                elif code == 3:
+                    acc -= int32(a[m, k])
+    out[m, n] = float32(acc) * a_scale[m] * w_scale[0]
+
+
+def launch_ternary_quantize(packed, scale, w, total=None):
+    total = cuda.device_array(1, np.float64) if total is None else total
+    zero_first[1, 1](total)
+    abs_sum[persistent_blocks(w.size), THREADS](w.reshape(w.size), total)
+    ternary_quantize_pack[(-(-w.shape[0] // 8), -(-packed.shape[1] // 32)), (8, 32)](w, total, packed, scale)
+
+
+def launch_int8_rows(q, scales, x):
+    int8_rows_quantize[-(-x.shape[0] // 4), 128](x, q, scales)
+
+
+def launch_ternary_gemm(out, a, a_scale, w_packed, w_scale):
+    ternary_gemm[(-(-out.shape[1] // 16), -(-out.shape[0] // 8)), (16, 8)](a, a_scale, w_packed, w_scale, out)
+
+
+# --- 05.6 integer GEMMs on DP4A ------------------------------------------------------------------
+# Operands are int8 matrices with K padded to a multiple of 4 (zeros), read as int32 words:
+# a32 (M, K/4) and b32 (N, K/4) -- B is stored like a weight matrix, one row per output column.
+
+@cuda.jit
+def dp4a_gemm_naive(a32, b32, c):
+    n, m = cuda.grid(2)
+    if m >= c.shape[0] or n >= c.shape[1]:
+        return
+    acc = int32(0)
+    for w in range(a32.shape[1]):
+        acc = dp4a(a32[m, w], b32[n, w], acc)
+    c[m, n] = acc
+
+
+_T = _sizes(gpu=dict(ty=16, tx=16, tm=8, tn=8, bkw=8), sim=dict(ty=4, tx=4, tm=2, tn=2, bkw=2))
+
+
+def dp4a_gemm_tiled_kernel(epilogue: bool):
+    """A register-blocked DP4A GEMM: a block of TY x TX threads computes a (TY*TM) x (TX*TN) tile of
+    C (on a GPU 16 x 16 threads, 8 x 8 outputs each: a 128 x 128 tile), each thread's outputs
+    strided by TY and TX (conflict-free shared reads), stepping BKW words (4 * BKW values of K) per
+    shared-memory stage: TM + TN shared loads feed TM * TN DP4As. ``epilogue=True``: the W8A8 version, which
+    writes float32 ``acc * a_scale[m] * b_scale[n]`` instead of the int32 sum."""
+    TY, TX, TM, TN, BKW = _T.ty, _T.tx, _T.tm, _T.tn, _T.bkw
+    BM, BN = TY * TM, TX * TN
+    BM_PAD, BN_PAD = BM + 4, BN + 4  # +4 words: the staging stores of a warp hit 32 different banks
+    THREADS_T = TY * TX
+
+    @cuda.jit
+    def gemm(a32, b32, c, a_scale, b_scale):
+        a_s = cuda.shared.array((BKW, BM_PAD), int32)
+        b_s = cuda.shared.array((BKW, BN_PAD), int32)
+        acc = cuda.local.array((TM, TN), int32)
+        a_r = cuda.local.array(TM, int32)
+        b_r = cuda.local.array(TN, int32)
+        ty, tx = cuda.threadIdx.y, cuda.threadIdx.x
+        t = ty * TX + tx
+        row0, col0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
+        m_total, n_total, kw_total = c.shape[0], c.shape[1], a32.shape[1]
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] = 0
+        for k0 in range(0, kw_total, BKW):
+            for e in range(t, BKW * BM, THREADS_T):  # stage A and B transposed; BKW threads read one row's
+                r, kw = e // BKW, e % BKW           # consecutive words (a 32-byte sector): coalesced
+                a_s[kw, r] = a32[row0 + r, k0 + kw] if row0 + r < m_total and k0 + kw < kw_total else 0
+            for e in range(t, BKW * BN, THREADS_T):
+                r, kw = e // BKW, e % BKW
+                b_s[kw, r] = b32[col0 + r, k0 + kw] if col0 + r < n_total and k0 + kw < kw_total else 0
+            cuda.syncthreads()
+            for kw in range(BKW):
+                for i in range(TM):
+                    a_r[i] = a_s[kw, ty + TY * i]
+                for j in range(TN):
+                    b_r[j] = b_s[kw, tx + TX * j]
+                for i in range(TM):
+                    for j in range(TN):
+                        acc[i, j] = dp4a(a_r[i], b_r[j], acc[i, j])
+            cuda.syncthreads()
+        for i in range(TM):
+            r = row0 + ty + TY * i
+            for j in range(TN):
+                q = col0 + tx + TX * j
+                if r < m_total and q < n_total:
+                    if epilogue:
+                        c[r, q] = float32(acc[i, j]) * a_scale[r] * b_scale[q]
+                    else:
+                        c[r, q] = acc[i, j]
+
+    def launch(c, a32, b32, a_scale=None, b_scale=None):
+        if epilogue and (a_scale is None or b_scale is None):
+            raise KernelLabArgumentError("the W8A8 GEMM needs a_scale (M,) and b_scale (N,)")
+        dummy = a_scale if a_scale is not None else cuda.device_array(1, np.float32)
+        grid = (-(-c.shape[1] // BN), -(-c.shape[0] // BM))
+        gemm[grid, (TX, TY)](a32, b32, c, dummy, b_scale if b_scale is not None else dummy)
+
+    launch.kernel = gemm  # for the SASS, resource reports and offline compilation
+    return launch
+
+
+launch_dp4a_gemm = dp4a_gemm_tiled_kernel(False)
+launch_w8a8_gemm = dp4a_gemm_tiled_kernel(True)
+
+
+def launch_dp4a_gemm_naive(c, a32, b32):
+    dp4a_gemm_naive[(-(-c.shape[1] // 16), -(-c.shape[0] // 16)), (16, 16)](a32, b32, c)
+
+
+# --- 05.6 W4A8: INT4 weights unpacked in the kernel, for decode shapes ---------------------------
+
+@cuda.jit(device=True)
+def unpack_int4_word(p):
+    """Eight INT4 values (one packed word, element 8w+2i in the low nibble of byte i) as two words of
+    four sign-extended int8: the even elements and the odd ones."""
+    p = uint32(p)
+    even = p & uint32(0x0F0F0F0F)
+    odd = (p >> uint32(4)) & uint32(0x0F0F0F0F)
+    even |= (even & uint32(0x08080808)) * uint32(30)  # 8 * 30 = 0xF0: sign bits fill each byte's top
+    odd |= (odd & uint32(0x08080808)) * uint32(30)
+    return int32(even), int32(odd)
+
+
+MT = 4  # activation rows per warp pass (accumulators per lane)
+
+
+@cuda.jit
+def w4a8_gemm(a32, a_scale, w32, w_scales, out):
+    """``out[m, n]``: one warp per weight row n and MT activation rows; lanes stride over the row's
+    packed words (coalesced), two DP4As per word, the group scale applied per word."""
+    n = (cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x) // 32
+    lane = cuda.threadIdx.x % 32
+    m0 = cuda.blockIdx.y * MT
+    if n >= out.shape[1]:
+        return
+    acc = cuda.local.array(MT, float32)
+    for i in range(MT):
+        acc[i] = float32(0.0)
+    for w in range(lane, w32.shape[1], 32):
+        even, odd = unpack_int4_word(w32[n, w])
+        s = w_scales[n, w // GROUP_WORDS]
+        for i in range(MT):
+            m = m0 + i
+            if m < out.shape[0]:
+                x0 = a32[m, 2 * w]
+                x1 = a32[m, 2 * w + 1]
+                d = dp4a(byte_perm(x0, x1, EVEN_BYTES), even, 0)
+                d = dp4a(byte_perm(x0, x1, ODD_BYTES), odd, d)
+                acc[i] += float32(d) * s
+    for i in range(MT):
+        v = acc[i]
+        v = warp_sum_f32(v)
+        m = m0 + i
+        if lane == 0 and m < out.shape[0]:
+            out[m, n] = v * a_scale[m]
+
+
+def launch_w4a8_gemm(out, a32, a_scale, w32, w_scales):
+    """a32: (M, Kp/4) int32 words of int8 activations, w32: (N, Kp/8) packed INT4 words, Kp a
+    multiple of 8 (zeros beyond K), w_scales (N, ceil(Kp/128))."""
+    m, n = out.shape
+    if a32.shape[1] != 2 * w32.shape[1]:
+        raise KernelLabArgumentError(f"a32 holds {4 * a32.shape[1]} values of K per row, w32 {8 * w32.shape[1]}: "
+                                     "pad both to the same multiple of 8")
+    w4a8_gemm[(-(-n // 4), -(-m // MT)), 128](a32, a_scale, w32, w_scales, out)
+
+
+# --- host helpers: padding K and reading int8 rows as words -------------------------------------
+
+def pad_cols(x, multiple):
+    """Zero-pad the last axis of a host array to a multiple of ``multiple``."""
+    x = np.atleast_2d(x)
+    extra = (-x.shape[1]) % multiple
+    return np.pad(x, ((0, 0), (0, extra))) if extra else np.ascontiguousarray(x)
+
+
+def as_words(x_int8):
+    """A C-contiguous int8 (rows, 4w) host array read as int32 words (rows, w), no copy."""
+    x = np.ascontiguousarray(x_int8, dtype=np.int8)
+    if x.shape[-1] % 4:
+        raise KernelLabArgumentError(f"{x.shape[-1]} int8 values per row is not a whole number of 32-bit words: "
+                                     "pad K to a multiple of 4 (kernel_lab.quant.kernels.pad_cols)")
+    return x.view(np.int32)
+
+
+def sass_count(kernel, opcode: str = "IDP.4A"):
+    """How many times ``opcode`` appears in the SASS of a launched kernel (None in the simulator, or
+    a sentence when the SASS cannot be had: it needs nvdisasm from the CUDA toolkit)."""
+    from ..environment import on_simulator
+
+    if on_simulator():
+        return None
+    kernel = getattr(kernel, "kernel", kernel)
+    try:
+        sass = kernel.inspect_sass()
+    except Exception as exc:  # noqa: BLE001 - nvdisasm missing, or an old numba-cuda
+        return f"no SASS here ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})"
+    if isinstance(sass, dict):
+        sass = "\n".join(sass.values())
+    return sass.count(opcode)
