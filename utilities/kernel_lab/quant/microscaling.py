@@ -48,27 +48,30 @@ NVFP4_AMAX_DIVISOR = np.float32(6.0 * 448.0)
 EMAX = {"E2M1": 2, "E4M3": 8}
 
 
-def _f32(x) -> np.ndarray:
-    x = np.ascontiguousarray(np.asarray(x, np.float32)).ravel()
-    if not np.isfinite(x).all():
+def _f32(x):
+    xp = _fp8._xp(x)
+    x = xp.ascontiguousarray(xp.asarray(x, xp.float32)).ravel()
+    if xp is np and not np.isfinite(x).all():
         raise KernelLabArgumentError("the block formats' references take finite inputs only (found inf or NaN)")
     return x
 
 
 def _blocks(x: np.ndarray, block: int) -> np.ndarray:
     """x padded with zeros to whole blocks, shape (blocks, block)."""
+    xp = _fp8._xp(x)
     nb = -(-x.size // block)
-    pad = np.zeros(nb * block, np.float32)
+    pad = xp.zeros(nb * block, xp.float32)
     pad[: x.size] = x
     return pad.reshape(nb, block)
 
 
 def pack_e2m1(codes) -> np.ndarray:
     """Two 4-bit codes per byte: element 2i in the low nibble, 2i+1 in the high one (0 if absent)."""
-    c = np.asarray(codes, np.uint8) & 0xF
+    xp = _fp8._xp(codes)
+    c = xp.asarray(codes, xp.uint8) & 0xF
     if c.size % 2:
-        c = np.concatenate([c, np.zeros(1, np.uint8)])
-    return (c[0::2] | (c[1::2] << 4)).astype(np.uint8)
+        c = xp.concatenate([c, xp.zeros(1, xp.uint8)])
+    return (c[0::2] | (c[1::2] << 4)).astype(xp.uint8)
 
 
 def unpack_e2m1(packed, n: int) -> np.ndarray:
@@ -83,26 +86,34 @@ def unpack_e2m1(packed, n: int) -> np.ndarray:
 # NVFP4
 
 
-def nvfp4_tensor_scale(amax) -> np.float32:
+def nvfp4_tensor_scale(amax):
+    xp = _fp8._xp(amax)
+    if xp is not np:  # a CuPy scalar array: stay on the device
+        ts = amax.astype(xp.float32) / xp.float32(NVFP4_AMAX_DIVISOR)
+        return xp.where(ts != 0, ts, xp.float32(1))
     ts = np.float32(amax) / NVFP4_AMAX_DIVISOR
     return ts if ts != 0 else np.float32(1)
 
 
 def nvfp4_quantize(x, amax=None):
     """``(packed, scale_codes, amax)``: E2M1 codes packed two per byte, one E4M3 code per 16.
+    (NumPy in, NumPy out; CuPy in, CuPy out: the probe's "composed from library calls" peer.)
 
     ``amax`` (the tensor's largest magnitude, from which the FP32 tensor scale follows) defaults to
     ``max |x|``."""
     x = _f32(x)
-    amax = np.float32(np.max(np.abs(x)) if x.size else 0) if amax is None else np.float32(amax)
+    xp = _fp8._xp(x)
+    if amax is None:
+        amax = xp.max(xp.abs(x)) if x.size else xp.float32(0)
+    amax = xp.float32(amax) if xp is np else xp.asarray(amax, xp.float32)
     ts = nvfp4_tensor_scale(amax)
     blocks = _blocks(x, NVFP4_BLOCK)
-    bamax = np.max(np.abs(blocks), axis=1)
-    s_codes = _fp8.encode((bamax / np.float32(6)) / ts, _fp8.E4M3, saturate=True)
-    denom = (_fp8.decode(s_codes, _fp8.E4M3) * ts).astype(np.float32)
+    bamax = xp.max(xp.abs(blocks), axis=1)
+    s_codes = _fp8.encode((bamax / xp.float32(6)) / ts, _fp8.E4M3, saturate=True)
+    denom = (_fp8.decode(s_codes, _fp8.E4M3) * ts).astype(xp.float32)
     with np.errstate(divide="ignore", invalid="ignore"):
-        scaled = (blocks / denom[:, None]).astype(np.float32)
-    scaled = np.where(denom[:, None] > 0, scaled, np.copysign(np.float32(0), blocks))
+        scaled = (blocks / denom[:, None]).astype(xp.float32)
+    scaled = xp.where(denom[:, None] > 0, scaled, xp.copysign(xp.float32(0), blocks))
     codes = _fp8.encode(scaled, _fp8.E2M1, saturate=True).ravel()[: x.size]
     return pack_e2m1(codes), s_codes, amax
 
@@ -126,10 +137,11 @@ def nvfp4_roundtrip(x) -> np.ndarray:
 
 def mx_scale_codes(block_amax, elements: str) -> np.ndarray:
     """E8M0 codes of the OCP MX rule: floor(log2(amax)) - emax + 127, clamped to [0, 254]."""
-    a = np.asarray(block_amax, np.float32)
-    _, ex = np.frexp(a)  # a = m * 2**ex with 0.5 <= m < 1: floor(log2 a) = ex - 1
-    code = np.clip(ex.astype(np.int64) - 1 - EMAX[_fmt(elements)] + 127, 0, 254)
-    return np.where(a == 0, 0, code).astype(np.uint8)
+    xp = _fp8._xp(block_amax)
+    a = xp.asarray(block_amax, xp.float32)
+    _, ex = xp.frexp(a)  # a = m * 2**ex with 0.5 <= m < 1: floor(log2 a) = ex - 1
+    code = xp.clip(ex.astype(xp.int64) - 1 - EMAX[_fmt(elements)] + 127, 0, 254)
+    return xp.where(a == 0, 0, code).astype(xp.uint8)
 
 
 def _fmt(elements: str) -> str:
@@ -143,9 +155,10 @@ def mx_quantize(x, elements: str = "E2M1"):
     """``(codes, scale_codes)``: MXFP4 (E2M1, packed two per byte) or MXFP8 (E4M3, one per byte)."""
     e = _fmt(elements)
     x = _f32(x)
+    xp = _fp8._xp(x)
     blocks = _blocks(x, MX_BLOCK)
-    s = mx_scale_codes(np.max(np.abs(blocks), axis=1), e)
-    scaled = np.ldexp(blocks, (127 - s.astype(np.int32))[:, None]).astype(np.float32)
+    s = mx_scale_codes(xp.max(xp.abs(blocks), axis=1), e)
+    scaled = xp.ldexp(blocks, (127 - s.astype(xp.int32))[:, None]).astype(xp.float32)
     codes = _fp8.encode(scaled, e, saturate=True).ravel()[: x.size]
     return (pack_e2m1(codes) if e == "E2M1" else codes), s
 
