@@ -298,6 +298,8 @@ def _block_failure(kind, x, got_codes, got_scales, want_codes, want_scales, elem
     lines = [f"{name} (n = {n}): {int(scales_bad.sum())} of {want_scales.size} scales and "
              f"{int(codes_bad.sum())} of {want_codes.size} {'bytes' if packed else 'codes'} wrong [seed={seed}]"]
     hints = []
+    if (got_scales[scales_bad] == 0x5A).all() and (got_codes[codes_bad] == 0x5A).all():
+        hints.append(_hint("unwritten"))
     if scales_bad.any():
         i = np.flatnonzero(scales_bad)
         lines += _first_lines(i, lambda b: f"  block {b}: scale code expected 0x{int(want_scales[b]):02X}, got "

@@ -10,7 +10,7 @@ Numba has no way to reinterpret a float32 *scalar* as its bits, so the kernels g
   (``x.view(np.uint32)``, no copy), and the FP8 encoders of 05.3 work on those bits;
 * from arithmetic: a value computed in the kernel (a block's scale, ``x / scale``) is split with
   ``math.frexp`` (exact: ``|v| = m * 2**e`` with ``0.5 <= m < 1``, so ``m * 2**24`` is the 24-bit
-  significand) and rebuilt with ``math.ldexp`` (exact, a power-of-two scaling).
+  significand) and rebuilt with ``math.ldexp`` (exact, a power-of-two scaling; on a GPU its exponent must be an int32).
 
 Both paths end in :func:`round_to_code`, the one place that rounds (to nearest, ties to even).
 Format constants are passed as arguments (see :data:`ENCODE_ARGS` / :data:`DECODE_ARGS`).
@@ -31,7 +31,7 @@ from ..environment import on_simulator
 from ..sizes import blocks_for
 from . import fp8 as _fp8
 
-from numba import cuda, float32, int64, uint8, uint32  # noqa: E402  (after kernel_lab chose the target)
+from numba import cuda, float32, int32, int64, uint8, uint32  # noqa: E402  (after kernel_lab chose the target)
 
 if on_simulator():  # the block formats' kernels shuffle within warps: Kernel Lab's simulator extensions
     from .. import simulator as _sim
@@ -131,9 +131,9 @@ def decode_value(c, M, BIAS, EXP_BITS, SIGN_SHIFT):
     e = (c >> M) & ((1 << EXP_BITS) - 1)
     m = c & ((1 << M) - 1)
     if e == 0:
-        v = math.ldexp(float32(m), 1 - BIAS - M)
+        v = math.ldexp(float32(m), int32(1 - BIAS - M))
     else:
-        v = math.ldexp(float32(m + (1 << M)), e - BIAS - M)
+        v = math.ldexp(float32(m + (1 << M)), int32(e - BIAS - M))
     v = float32(v)
     if (c >> SIGN_SHIFT) & 1:
         v = -v
@@ -307,8 +307,8 @@ def mxfp4_quantize_kernel(x, packed, scales):
     for offset in (1, 2, 4, 8):
         m = max(m, cuda.shfl_xor_sync(FULL_MASK, m, offset))
     code = mx_scale_code(m, 2)  # E2M1: largest value 6 = 1.5 * 2**2
-    q0 = encode_value(float32(math.ldexp(v0, 127 - code)), 1, 1, 7, 3)
-    q1 = encode_value(float32(math.ldexp(v1, 127 - code)), 1, 1, 7, 3)
+    q0 = encode_value(float32(math.ldexp(v0, int32(127 - code))), 1, 1, 7, 3)
+    q1 = encode_value(float32(math.ldexp(v1, int32(127 - code))), 1, 1, 7, 3)
     if i < n:
         if i + 1 >= n:
             q1 = 0
@@ -327,7 +327,7 @@ def mxfp8_quantize_kernel(x, codes, scales):
     for offset in (1, 2, 4, 8, 16):
         m = max(m, cuda.shfl_xor_sync(FULL_MASK, m, offset))
     code = mx_scale_code(m, 8)  # E4M3: largest value 448 = 1.75 * 2**8
-    q = encode_value(float32(math.ldexp(v, 127 - code)), 3, 7, 0x7E, 7)
+    q = encode_value(float32(math.ldexp(v, int32(127 - code))), 3, 7, 0x7E, 7)
     if i < n:
         codes[i] = uint8(q)
         if i % 32 == 0:
@@ -342,9 +342,9 @@ def mxfp4_dequantize_kernel(packed, scales, out):
     if i < n:
         k = int64(scales[t // 16]) - 127
         b = int64(packed[t])
-        out[i] = float32(math.ldexp(decode_value(b & 0xF, 1, 1, 2, 3), k))
+        out[i] = float32(math.ldexp(decode_value(b & 0xF, 1, 1, 2, 3), int32(k)))
         if i + 1 < n:
-            out[i + 1] = float32(math.ldexp(decode_value(b >> 4, 1, 1, 2, 3), k))
+            out[i + 1] = float32(math.ldexp(decode_value(b >> 4, 1, 1, 2, 3), int32(k)))
 
 
 @cuda.jit
@@ -352,7 +352,7 @@ def mxfp8_dequantize_kernel(codes, scales, out):
     i = cuda.grid(1)
     if i < out.size:
         k = int64(scales[i // 32]) - 127
-        out[i] = float32(math.ldexp(decode_value(int64(codes[i]), 3, 7, 4, 7), k))
+        out[i] = float32(math.ldexp(decode_value(int64(codes[i]), 3, 7, 4, 7), int32(k)))
 
 
 def mx_quantize(codes, scales, x, elements="E2M1"):

@@ -232,3 +232,26 @@ def error_table(n: int = 1 << 16, seed: int = 0) -> dict:
     w, a = sample_data("weights", n, seed), sample_data("activations", n, seed)
     rw, ra = all_roundtrips(w), all_roundtrips(a)
     return {k: (bits[k], relative_error(w, rw[k]), relative_error(a, ra[k])) for k in rw}
+
+
+def plot_error_vs_bits(table_weights: dict, table_activations: dict, ax=None):
+    """Relative error against bits per value, one marker per format, for both kinds of data.
+
+    The tables map a format's name to ``(bits per value, relative error)``."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 4.5))
+    for table, marker, label in [(table_weights, "o", "weights-like"), (table_activations, "^", "activations, outliers")]:
+        bits = [b for b, _ in table.values()]
+        err = [e for _, e in table.values()]
+        ax.scatter(bits, err, marker=marker, s=45, label=label)
+        for name, (b, e) in table.items():
+            ax.annotate(name, (b, e), textcoords="offset points", xytext=(5, 3), fontsize=7)
+    ax.set_yscale("log")
+    ax.set_xlabel("bits per value (scales included)")
+    ax.set_ylabel("relative error ||x - x_hat|| / ||x||")
+    ax.set_title("Every format of module 05 on the same data")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
