@@ -390,6 +390,10 @@ def library_fp8():
     if on_simulator():
         return None, "numba-cuda's FP8 bindings compile CUDA C++ (cuda_fp8.h) and do not run in the simulator"
     try:
+        from numba.cuda.api import is_fp8_supported
+
+        if not is_fp8_supported():
+            return None, "numba-cuda reports no FP8 support on this GPU (it needs compute capability 8.9 or newer)"
         from numba.cuda._internal import cuda_fp8 as lib
     except Exception as exc:  # noqa: BLE001 - any failure means: not available, say why
         return None, f"numba.cuda._internal.cuda_fp8 cannot be imported ({type(exc).__name__}: {exc})"
