@@ -369,3 +369,14 @@ def test_checks_refuse_what_they_cannot_check():
         q.check_fp8_encode(lambda o, x: None, "E2M1")
     with pytest.raises(Exception, match="E2M1"):
         q.check_mx_quantize(lambda c, s, x: None, "E9M9")
+
+
+def test_a_stub_left_in_place_is_named():
+    _fails_with("not_done", q.check_fp8_encode, _host_encoder(lambda x: np.zeros(x.size, np.uint8)), "E4M3", True)
+    _fails_with("not_done", q.check_fp8_decode, _host_decoder(lambda c: np.zeros(c.size, np.float32)), "E5M2")
+    _fails_with("not_done", q.check_mx_quantize,
+                _mx(lambda x, c, s: (c, np.full_like(s, 127))), "E2M1")
+
+
+def test_a_kernel_that_writes_nothing_is_named():
+    _fails_with("unwritten", q.check_nvfp4_quantize, lambda packed, scales, x, amax: None)

@@ -175,3 +175,52 @@ def test_block_references_refuse_non_finite_inputs():
         MX.nvfp4_quantize(np.float32([1.0, np.nan]))
     with pytest.raises(Exception, match="E2M1"):
         MX.mx_quantize(np.float32([1.0]), "E3M3")
+
+
+# ------------------------------------------------------------------------------------------------
+# the notebooks' own solutions, exhaustively
+
+
+def _notebook_device_functions(path, names):
+    """The solution notebook's device functions ``names``, defined from its cells (definitions only)."""
+    import ast
+    from pathlib import Path
+
+    import nbformat
+
+    nb = nbformat.read(Path(__file__).resolve().parents[1] / path, as_version=4)
+    ns = {"cuda": cuda, "np": np, "int64": np.int64, "uint32": np.uint32}
+    found = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        tree = ast.parse(cell.source)
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name in names:
+                exec(compile(ast.Module([node], []), path, "exec"), ns)
+                found[node.name] = ns[node.name]
+    assert set(found) == set(names), f"{path} no longer defines {set(names) - set(found)}"
+    return found
+
+
+@SIM_ONLY
+@pytest.mark.parametrize("fmt,saturate", MODES[:4])
+def test_the_notebooks_encoder_is_exact_on_every_float16(fmt, saturate):
+    fns = _notebook_device_functions("solutions/05-quantization/05.3-fp8-e4m3-e5m2.ipynb", {"fp8_encode_bits"})
+    body, args = fns["fp8_encode_bits"].fn, fk.encode_args(fmt, saturate)
+    bits = ALL_HALVES.view(np.uint32).astype(np.int64)
+    got = np.fromiter((body(np.int64(b), *args) for b in bits), np.int64, bits.size).astype(np.uint8)
+    with np.errstate(invalid="ignore"):
+        _same_codes(got, F.encode_oracle(ALL_HALVES, fmt, saturate), ALL_HALVES, fmt)
+
+
+@SIM_ONLY
+@pytest.mark.parametrize("fmt", ["E4M3", "E5M2"])
+def test_the_notebooks_decoder_is_exact_on_every_code(fmt):
+    fns = _notebook_device_functions("solutions/05-quantization/05.3-fp8-e4m3-e5m2.ipynb", {"fp8_decode_bits"})
+    body, args = fns["fp8_decode_bits"].fn, fk.decode_args(fmt)
+    got = np.array([body(np.int64(c), *args) for c in range(256)], np.int64).astype(np.uint32).view(np.float32)
+    want = np.arange(256, dtype=np.uint8).view(F.get_format(fmt).ml_dtypes_type()).astype(np.float32)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    assert np.array_equal(got.view(np.uint32)[ok], want.view(np.uint32)[ok])

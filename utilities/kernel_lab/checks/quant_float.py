@@ -29,6 +29,7 @@ from ..validate import KernelLabArgumentError, require_callable
 
 # One sentence per classic mistake. The checks add the one that fits; tests make each one fire.
 MISTAKES = {
+    "not_done": "every output is the same: the exercise's stub is still in place, or the kernel ignores its input.",
     "unwritten": "some outputs were never written (they still hold the poison byte 0x5A / a signalling NaN): "
                  "launch enough threads for every element, and do not return before the store.",
     "nan": "a NaN input must give a NaN code, sign kept (E4M3: S.1111.111, E5M2: S.11111.10); test "
@@ -146,6 +147,9 @@ def decode_failure(codes, got, f, name="decode", seed=None) -> str | None:
     hints = []
     from ..check import is_poison
 
+    g = np.asarray(got, np.float32).view(np.uint32)
+    if np.all(g == g[0]) and not is_poison(np.asarray(got, np.float32)).all():
+        return "\n".join(lines + [_hint("not_done")])
     if is_poison(np.asarray(got, np.float32))[bad].any():
         hints.append(_hint("unwritten"))
     if (bad & (e == 0) & (m != 0) & (got == 0)).any():
@@ -226,6 +230,8 @@ def encode_failure(x, got, f, saturate, name="encode", seed=None, poison=0x5A) -
     gm, wm = got & 0x7F, want & 0x7F
     ax = np.abs(x)
     hints = []
+    if np.all(got == got[0]) and got[0] != poison:
+        return "\n".join(lines + [_hint("not_done")])
     if (got[bad] == poison).all() and bad.sum() > 1:
         hints.append(_hint("unwritten"))
     if (bad & nan_in).any():
@@ -298,6 +304,9 @@ def _block_failure(kind, x, got_codes, got_scales, want_codes, want_scales, elem
     lines = [f"{name} (n = {n}): {int(scales_bad.sum())} of {want_scales.size} scales and "
              f"{int(codes_bad.sum())} of {want_codes.size} {'bytes' if packed else 'codes'} wrong [seed={seed}]"]
     hints = []
+    if want_scales.size > 1 and np.all(got_scales == got_scales[0]) and got_scales[0] != 0x5A \
+            and not np.all(want_scales == want_scales[0]):
+        hints.append(_hint("not_done"))
     if (got_scales[scales_bad] == 0x5A).all() and (got_codes[codes_bad] == 0x5A).all():
         hints.append(_hint("unwritten"))
     if scales_bad.any():
