@@ -291,7 +291,7 @@ def mx_scale_code(amax, EMAX):
     """OCP MX v1.0: X = 2**(floor(log2(amax)) - emax of the element format), as an E8M0 code."""
     if amax == 0:
         return 0
-    mant, ex = math.frexp(amax)  # amax = mant * 2**ex, floor(log2(amax)) = ex - 1
+    _mant, ex = math.frexp(amax)  # amax = mant * 2**ex, floor(log2(amax)) = ex - 1
     return min(max(int64(ex) - 1 - EMAX + 127, 0), 254)
 
 
