@@ -23,6 +23,8 @@ Numba's CUDA simulator (no GPU found: simulator). The modules, one job each:
   (``offline``)
 - ozaki: module 07, FP64 GEMM from INT8 products (both Ozaki schemes in NumPy, and their GPU
   kernels); bench_ozaki: every method beside cuBLAS DGEMM (``python -m kernel_lab.bench_ozaki``)
+- quant.fp8, quant.microscaling, quant.float_kernels: module 05's floating-point formats (FP8 E4M3/E5M2,
+  E2M1, NVFP4, MXFP4/MXFP8) as bit-exact NumPy references and as kernels
 """
 
 from .environment import choose_backend as _choose_backend
