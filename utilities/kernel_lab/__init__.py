@@ -32,6 +32,8 @@ Numba's CUDA simulator (no GPU found: simulator). The modules, one job each:
   mistakes, CUDA-core kernels, the cuBLASDx tensor-core forward)
 - quant: module 05, quantization formats in NumPy and the integer kernels (``quant.kernels``, DP4A in
   ``quant.dp4a``)
+- quant.fp8, quant.microscaling, quant.float_kernels: module 05's floating-point formats (FP8 E4M3/E5M2,
+  E2M1, NVFP4, MXFP4/MXFP8) as bit-exact NumPy references and as kernels
 """
 
 from .environment import choose_backend as _choose_backend

@@ -1,0 +1,421 @@
+"""Module 05's floating-point kernels (FP8, NVFP4, MX), as the package's reference kernels.
+
+Notebooks 05.3 and 05.4 have the learner write these; the package keeps the same kernels so that
+``scripts/gpu_module05_float_probe.py`` times exactly what the notebooks teach, and so that the
+tests can run them in the simulator against the NumPy references (``fp8``, ``microscaling``).
+
+Numba has no way to reinterpret a float32 *scalar* as its bits, so the kernels get bits in two ways:
+
+* from memory: the input is passed twice over the same buffer, or only as a ``uint32`` view
+  (``x.view(np.uint32)``, no copy), and the FP8 encoders of 05.3 work on those bits;
+* from arithmetic: a value computed in the kernel (a block's scale, ``x / scale``) is split with
+  ``math.frexp`` (exact: ``|v| = m * 2**e`` with ``0.5 <= m < 1``, so ``m * 2**24`` is the 24-bit
+  significand) and rebuilt with ``math.ldexp`` (exact, a power-of-two scaling; on a GPU its exponent must be an int32).
+
+Both paths end in :func:`round_to_code`, the one place that rounds (to nearest, ties to even).
+Format constants are passed as arguments (see :data:`ENCODE_ARGS` / :data:`DECODE_ARGS`).
+
+Layouts: FP8 codes are one byte per element. E2M1 codes are packed two per byte, **element 2i in
+the low nibble, element 2i+1 in the high nibble** (the order of CUDA's ``__nv_fp4x2_e2m1`` and of
+PyTorch's ``float4_e2m1fn_x2``); an odd length leaves the last high nibble 0. NVFP4: one E4M3 scale
+per 16 elements; MX: one E8M0 scale per 32; the last block may be shorter.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..environment import on_simulator
+from ..sizes import blocks_for
+from . import fp8 as _fp8
+
+from numba import cuda, float32, int32, int64, uint8, uint32  # noqa: E402  (after kernel_lab chose the target)
+
+if on_simulator():  # the block formats' kernels shuffle within warps: Kernel Lab's simulator extensions
+    from .. import simulator as _sim
+
+    _sim.install()
+
+THREADS = 256  # a multiple of 32: the block formats' shuffles need whole warps
+FULL_MASK = 0xFFFFFFFF
+NVFP4_BLOCK = 16
+MX_BLOCK = 32
+NVFP4_AMAX_DIVISOR = 6.0 * 448.0  # tensor scale = amax / (E2M1 max * E4M3 max)
+SPECIALS = {"none": 0, "e4m3": 1, "ieee": 2}
+
+
+def encode_args(fmt, saturate=True):
+    """``(M, BIAS, MAX_CODE, OVERFLOW_CODE, NAN_CODE)`` of an 8-bit format, for the encoders."""
+    f = _fp8.get_format(fmt)
+    nan = f.nan_code if f.nan_code is not None else f.max_code
+    return (f.man_bits, f.bias, f.max_code, f.overflow_code(saturate), nan)
+
+
+def decode_args(fmt):
+    """``(M, BIAS, EXP_BITS, SPECIALS)`` of a format, for the decoders."""
+    f = _fp8.get_format(fmt)
+    return (f.man_bits, f.bias, f.exp_bits, SPECIALS[f.specials])
+
+
+# ================================================================================================
+# element codes
+
+
+@cuda.jit(device=True)
+def round_to_code(e, sig, M, BIAS, MAX_CODE, OVERFLOW_CODE):
+    """Magnitude code of ``sig * 2**(e - 23)`` (``sig``: 24-bit significand, implicit 1 included)."""
+    eff = max(e, 1 - BIAS)  # below the smallest normal exponent: a subnormal of the format
+    shift = 23 - M + eff - e
+    if shift >= 25:
+        return 0  # less than half the smallest subnormal
+    q = sig >> shift
+    rem = sig & ((1 << shift) - 1)
+    half = 1 << (shift - 1)
+    if rem > half or (rem == half and (q & 1) == 1):
+        q += 1  # to nearest; a tie goes to the even q
+    code = ((eff + BIAS - 1) << M) + q  # a carry out of the mantissa moves into the exponent
+    if code > MAX_CODE:
+        code = OVERFLOW_CODE
+    return code
+
+
+@cuda.jit(device=True)
+def encode_bits(b, M, BIAS, MAX_CODE, OVERFLOW_CODE, NAN_CODE):
+    """8-bit code of the float32 whose bits are ``b`` (an int64 holding the uint32 bits)."""
+    sign = (b >> 31) << 7
+    a = b & 0x7FFFFFFF
+    if a > 0x7F800000:
+        return sign | NAN_CODE
+    return sign | round_to_code((a >> 23) - 127, (a & 0x7FFFFF) | 0x800000, M, BIAS, MAX_CODE, OVERFLOW_CODE)
+
+
+@cuda.jit(device=True)
+def encode_value(v, M, BIAS, MAX_CODE, SIGN_SHIFT):
+    """Saturating code of a finite float32 value ``v`` computed in the kernel (frexp, no bits)."""
+    sign = 0
+    if math.copysign(float32(1), v) < 0:
+        sign = 1 << SIGN_SHIFT
+    if v == 0:
+        return sign
+    mant, ex = math.frexp(v)
+    sig = int64(abs(mant) * float32(16777216))  # exact: the mantissa has 24 bits
+    return sign | round_to_code(int64(ex) - 1, sig, M, BIAS, MAX_CODE, MAX_CODE)
+
+
+@cuda.jit(device=True)
+def decode_bits(c, M, BIAS, EXP_BITS, SPECIALS):
+    """float32 bits (as an int64) of the 8-bit code ``c``."""
+    sign = ((c >> 7) & 1) << 31
+    e = (c >> M) & ((1 << EXP_BITS) - 1)
+    m = c & ((1 << M) - 1)
+    top = (1 << EXP_BITS) - 1
+    if SPECIALS == 2 and e == top:
+        return sign | (0x7F800000 if m == 0 else 0x7FC00000)
+    if SPECIALS == 1 and e == top and m == (1 << M) - 1:
+        return sign | 0x7FC00000
+    if e == 0:
+        if m == 0:
+            return sign
+        e = 1
+        while m < (1 << M):  # normalise the subnormal: float32 has exponents to spare
+            m <<= 1
+            e -= 1
+    return sign | ((e - BIAS + 127) << 23) | ((m & ((1 << M) - 1)) << (23 - M))
+
+
+@cuda.jit(device=True)
+def decode_value(c, M, BIAS, EXP_BITS, SIGN_SHIFT):
+    """float32 value of a code of a format without inf/NaN (E2M1 elements, E4M3 scales)."""
+    e = (c >> M) & ((1 << EXP_BITS) - 1)
+    m = c & ((1 << M) - 1)
+    if e == 0:
+        v = math.ldexp(float32(m), int32(1 - BIAS - M))
+    else:
+        v = math.ldexp(float32(m + (1 << M)), int32(e - BIAS - M))
+    v = float32(v)
+    if (c >> SIGN_SHIFT) & 1:
+        v = -v
+    return v
+
+
+# ================================================================================================
+# FP8 kernels (05.3)
+
+
+@cuda.jit
+def fp8_encode_kernel(xbits, out, M, BIAS, MAX_CODE, OVERFLOW_CODE, NAN_CODE):
+    i = cuda.grid(1)
+    if i < xbits.size:
+        out[i] = uint8(encode_bits(int64(xbits[i]), M, BIAS, MAX_CODE, OVERFLOW_CODE, NAN_CODE))
+
+
+@cuda.jit
+def fp8_encode_x4_kernel(xbits, out, out4, M, BIAS, MAX_CODE, OVERFLOW_CODE, NAN_CODE):
+    """Four elements per thread, stored as one uint32 (element 4t in the lowest byte)."""
+    t = cuda.grid(1)
+    i = 4 * t
+    n = xbits.size
+    if i + 3 < n:
+        word = int64(0)
+        for k in range(4):
+            word |= encode_bits(int64(xbits[i + k]), M, BIAS, MAX_CODE, OVERFLOW_CODE, NAN_CODE) << (8 * k)
+        out4[t] = uint32(word)
+    else:
+        while i < n:
+            out[i] = uint8(encode_bits(int64(xbits[i]), M, BIAS, MAX_CODE, OVERFLOW_CODE, NAN_CODE))
+            i += 1
+
+
+@cuda.jit
+def fp8_decode_kernel(codes, outbits, M, BIAS, EXP_BITS, SPECIALS):
+    i = cuda.grid(1)
+    if i < codes.size:
+        outbits[i] = uint32(decode_bits(int64(codes[i]), M, BIAS, EXP_BITS, SPECIALS))
+
+
+@cuda.jit
+def fp8_decode_x4_kernel(codes, codes4, outbits, M, BIAS, EXP_BITS, SPECIALS):
+    """Four codes per thread, read as one uint32."""
+    t = cuda.grid(1)
+    i = 4 * t
+    n = codes.size
+    if i + 3 < n:
+        word = int64(codes4[t])
+        for k in range(4):
+            outbits[i + k] = uint32(decode_bits((word >> (8 * k)) & 0xFF, M, BIAS, EXP_BITS, SPECIALS))
+    else:
+        while i < n:
+            outbits[i] = uint32(decode_bits(int64(codes[i]), M, BIAS, EXP_BITS, SPECIALS))
+            i += 1
+
+
+def _words(arr, n):
+    """The first n // 4 * 4 bytes of a uint8 device array as uint32 words (an empty stand-in if none)."""
+    whole = n // 4 * 4
+    return arr[:whole].view(np.uint32) if whole else cuda.device_array(1, np.uint32)
+
+
+def fp8_encode(out, x, fmt="E4M3", saturate=True, per_thread=1):
+    """Launch an encoder: ``out`` (uint8, n) = codes of ``x`` (float32, n), on the device."""
+    args = encode_args(fmt, saturate)
+    bits = x.view(np.uint32)
+    if per_thread == 4:
+        threads = blocks_for(x.size, 4)
+        fp8_encode_x4_kernel[blocks_for(threads, THREADS), THREADS](bits, out, _words(out, x.size), *args)
+    else:
+        fp8_encode_kernel[blocks_for(x.size, THREADS), THREADS](bits, out, *args)
+
+
+def fp8_decode(out, codes, fmt="E4M3", per_thread=1):
+    """Launch a decoder: ``out`` (float32, n) = values of ``codes`` (uint8, n), on the device."""
+    args = decode_args(fmt)
+    outbits = out.view(np.uint32)
+    if per_thread == 4:
+        threads = blocks_for(codes.size, 4)
+        fp8_decode_x4_kernel[blocks_for(threads, THREADS), THREADS](codes, _words(codes, codes.size), outbits,
+                                                                     *args)
+    else:
+        fp8_decode_kernel[blocks_for(codes.size, THREADS), THREADS](codes, outbits, *args)
+
+
+# ================================================================================================
+# NVFP4 (05.4): E2M1 elements, an E4M3 scale per 16, an FP32 tensor scale from the tensor's amax
+
+
+@cuda.jit
+def nvfp4_quantize_kernel(x, packed, scales, amax):
+    """One thread per output byte (two elements); 8 neighbouring lanes share a block of 16."""
+    t = cuda.grid(1)
+    n = x.size
+    i = 2 * t
+    v0 = x[i] if i < n else float32(0)
+    v1 = x[i + 1] if i + 1 < n else float32(0)
+    m = max(abs(v0), abs(v1))
+    for offset in (1, 2, 4):  # every lane takes part (no early return): the mask is the whole warp
+        m = max(m, cuda.shfl_xor_sync(FULL_MASK, m, offset))
+    ts = amax[0] / float32(NVFP4_AMAX_DIVISOR)
+    if ts == 0:
+        ts = float32(1)
+    s_code = encode_value((m / float32(6)) / ts, 3, 7, 0x7E, 7)  # E4M3, rounded to nearest even
+    denom = decode_value(s_code, 3, 7, 4, 7) * ts
+    q0 = 0
+    q1 = 0
+    if denom > 0:
+        q0 = encode_value(v0 / denom, 1, 1, 7, 3)
+        q1 = encode_value(v1 / denom, 1, 1, 7, 3)
+    else:  # a block far below the tensor's scale: zeros, signs kept
+        q0 = 8 if math.copysign(float32(1), v0) < 0 else 0
+        q1 = 8 if math.copysign(float32(1), v1) < 0 else 0
+    if i < n:
+        if i + 1 >= n:
+            q1 = 0
+        packed[t] = uint8(q0 | (q1 << 4))  # element 2t low, 2t+1 high
+        if t % 8 == 0:
+            scales[t // 8] = uint8(s_code)
+
+
+@cuda.jit
+def nvfp4_dequantize_kernel(packed, scales, amax, out):
+    t = cuda.grid(1)
+    i = 2 * t
+    n = out.size
+    if i < n:
+        ts = amax[0] / float32(NVFP4_AMAX_DIVISOR)
+        if ts == 0:
+            ts = float32(1)
+        denom = decode_value(int64(scales[t // 8]), 3, 7, 4, 7) * ts
+        b = int64(packed[t])
+        out[i] = decode_value(b & 0xF, 1, 1, 2, 3) * denom
+        if i + 1 < n:
+            out[i + 1] = decode_value(b >> 4, 1, 1, 2, 3) * denom
+
+
+def nvfp4_quantize(packed, scales, x, amax):
+    nbytes = blocks_for(x.size, 2)
+    nvfp4_quantize_kernel[blocks_for(nbytes, THREADS), THREADS](x, packed, scales, amax)
+
+
+def nvfp4_dequantize(out, packed, scales, amax):
+    nbytes = blocks_for(out.size, 2)
+    nvfp4_dequantize_kernel[blocks_for(nbytes, THREADS), THREADS](packed, scales, amax, out)
+
+
+# ================================================================================================
+# MX (05.4): an E8M0 scale 2**(code - 127) per 32 elements; MXFP4 (E2M1) and MXFP8 (E4M3)
+
+
+@cuda.jit(device=True)
+def mx_scale_code(amax, EMAX):
+    """OCP MX v1.0: X = 2**(floor(log2(amax)) - emax of the element format), as an E8M0 code."""
+    if amax == 0:
+        return 0
+    _mant, ex = math.frexp(amax)  # amax = mant * 2**ex, floor(log2(amax)) = ex - 1
+    return min(max(int64(ex) - 1 - EMAX + 127, 0), 254)
+
+
+@cuda.jit
+def mxfp4_quantize_kernel(x, packed, scales):
+    """One thread per output byte; 16 neighbouring lanes share a block of 32."""
+    t = cuda.grid(1)
+    n = x.size
+    i = 2 * t
+    v0 = x[i] if i < n else float32(0)
+    v1 = x[i + 1] if i + 1 < n else float32(0)
+    m = max(abs(v0), abs(v1))
+    for offset in (1, 2, 4, 8):
+        m = max(m, cuda.shfl_xor_sync(FULL_MASK, m, offset))
+    code = mx_scale_code(m, 2)  # E2M1: largest value 6 = 1.5 * 2**2
+    q0 = encode_value(float32(math.ldexp(v0, int32(127 - code))), 1, 1, 7, 3)
+    q1 = encode_value(float32(math.ldexp(v1, int32(127 - code))), 1, 1, 7, 3)
+    if i < n:
+        if i + 1 >= n:
+            q1 = 0
+        packed[t] = uint8(q0 | (q1 << 4))
+        if t % 16 == 0:
+            scales[t // 16] = uint8(code)
+
+
+@cuda.jit
+def mxfp8_quantize_kernel(x, codes, scales):
+    """One thread per element; a warp is a block of 32."""
+    i = cuda.grid(1)
+    n = x.size
+    v = x[i] if i < n else float32(0)
+    m = abs(v)
+    for offset in (1, 2, 4, 8, 16):
+        m = max(m, cuda.shfl_xor_sync(FULL_MASK, m, offset))
+    code = mx_scale_code(m, 8)  # E4M3: largest value 448 = 1.75 * 2**8
+    q = encode_value(float32(math.ldexp(v, int32(127 - code))), 3, 7, 0x7E, 7)
+    if i < n:
+        codes[i] = uint8(q)
+        if i % 32 == 0:
+            scales[i // 32] = uint8(code)
+
+
+@cuda.jit
+def mxfp4_dequantize_kernel(packed, scales, out):
+    t = cuda.grid(1)
+    i = 2 * t
+    n = out.size
+    if i < n:
+        k = int64(scales[t // 16]) - 127
+        b = int64(packed[t])
+        out[i] = float32(math.ldexp(decode_value(b & 0xF, 1, 1, 2, 3), int32(k)))
+        if i + 1 < n:
+            out[i + 1] = float32(math.ldexp(decode_value(b >> 4, 1, 1, 2, 3), int32(k)))
+
+
+@cuda.jit
+def mxfp8_dequantize_kernel(codes, scales, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        k = int64(scales[i // 32]) - 127
+        out[i] = float32(math.ldexp(decode_value(int64(codes[i]), 3, 7, 4, 7), int32(k)))
+
+
+def mx_quantize(codes, scales, x, elements="E2M1"):
+    if elements.upper() == "E2M1":
+        nbytes = blocks_for(x.size, 2)
+        mxfp4_quantize_kernel[blocks_for(nbytes, THREADS), THREADS](x, codes, scales)
+    else:
+        mxfp8_quantize_kernel[blocks_for(x.size, THREADS), THREADS](x, codes, scales)
+
+
+def mx_dequantize(out, codes, scales, elements="E2M1"):
+    if elements.upper() == "E2M1":
+        nbytes = blocks_for(out.size, 2)
+        mxfp4_dequantize_kernel[blocks_for(nbytes, THREADS), THREADS](codes, scales, out)
+    else:
+        mxfp8_dequantize_kernel[blocks_for(out.size, THREADS), THREADS](codes, scales, out)
+
+
+# ================================================================================================
+# numba-cuda's own FP8 conversions (GPU only)
+
+
+def library_fp8():
+    """numba-cuda's bindings of CUDA's ``cuda_fp8.h`` (``numba.cuda._internal.cuda_fp8``), or the
+    reason they cannot be used here.
+
+    numba-cuda 0.30 binds the FP8 *types* (``fp8_e4m3``, ``fp8_e5m2``, ``fp8_e8m0`` and their x2/x4
+    vectors, constructed from floats and ints and converted back to floats and ints) and the
+    conversion *intrinsics* from float/double/bfloat16 to an FP8 byte (``cvt_float_to_fp8(x,
+    saturation_t.SATFINITE or NOSAT, fp8_interpretation_t.E4M3 or E5M2)``, the E8M0 ones), but no
+    intrinsic from an FP8 byte back to a float (``__nv_cvt_fp8_to_halfraw`` is not bound) and no FP4
+    at all. The simulator has none of it (``is_fp8_supported()`` is False there), and the module
+    lives in ``_internal``: a private path that may move.
+    """
+    if on_simulator():
+        return None, "numba-cuda's FP8 bindings compile CUDA C++ (cuda_fp8.h) and do not run in the simulator"
+    try:
+        from numba.cuda.api import is_fp8_supported
+
+        if not is_fp8_supported():
+            return None, "numba-cuda reports no FP8 support on this GPU (it needs compute capability 8.9 or newer)"
+        from numba.cuda._internal import cuda_fp8 as lib
+    except Exception as exc:  # noqa: BLE001 - any failure means: not available, say why
+        return None, f"numba.cuda._internal.cuda_fp8 cannot be imported ({type(exc).__name__}: {exc})"
+    return lib, None
+
+
+def library_fp8_encoder(fmt="E4M3", saturate=True):
+    """A launcher ``launch(out, x)`` encoding with numba-cuda's ``cvt_float_to_fp8``, or None."""
+    lib, why = library_fp8()
+    if lib is None:
+        return None, why
+    sat = lib.saturation_t.SATFINITE if saturate else lib.saturation_t.NOSAT
+    interp = lib.fp8_interpretation_t.E4M3 if _fp8.get_format(fmt).name == "E4M3" else lib.fp8_interpretation_t.E5M2
+    cvt = lib.cvt_float_to_fp8
+
+    @cuda.jit
+    def kernel(x, out):
+        i = cuda.grid(1)
+        if i < x.size:
+            out[i] = cvt(x[i], sat, interp)
+
+    def launch(out, x):
+        kernel[blocks_for(x.size, THREADS), THREADS](x, out)
+
+    return launch, None
