@@ -42,7 +42,8 @@ the symbol the kernel calls.
 Where and how big
 -----------------
 Entries live in ``$KERNEL_LAB_CACHE_DIR/mathdx-codegen`` (default
-``~/.cache/kernel_lab/mathdx-codegen``), one JSON file per entry plus a zlib-compressed LTO-IR
+``~/.cache/kernel_lab/mathdx-codegen``; read-only warm caches listed in ``$KERNEL_LAB_WARM_CACHE``
+are consulted after it, see ``kernel_lab.tensor_cores.warm``), one JSON file per entry plus a zlib-compressed LTO-IR
 blob per generated code (about 1 MB each). :func:`clear` deletes them; ``KERNEL_LAB_NO_CODEGEN_CACHE=1``
 turns the cache off. It is only enabled for the versions it was written against (nvmath-python
 1.0, libmathdx 0.3); for others :func:`enable` warns and does nothing.
@@ -77,6 +78,13 @@ def default_dir() -> Path:
     return Path(root) / "mathdx-codegen"
 
 
+def warm_roots() -> list[Path]:
+    """Read-only cache roots consulted after the writable one (``$KERNEL_LAB_WARM_CACHE``, a
+    ``:``-separated list): a workshop image ships the output of ``kernel_lab.tensor_cores.warm``
+    there, and learners' new entries go to ``$KERNEL_LAB_CACHE_DIR``."""
+    return [Path(p) for p in os.environ.get("KERNEL_LAB_WARM_CACHE", "").split(os.pathsep) if p]
+
+
 def _canon(value):
     """A hashable, process-independent form of a binding argument (enums become ints)."""
     if isinstance(value, bool):
@@ -102,16 +110,29 @@ class _Store:
         return self.root / key[:2] / f"{key}{suffix}"
 
     def get(self, key: str):
-        path = self._path(key, ".json")
+        """The entry from this folder, else from a read-only warm cache (``$KERNEL_LAB_WARM_CACHE``)."""
+        entry = self._get_from(self.root, key)
+        if entry is None:
+            for root in warm_roots():
+                entry = self._get_from(root / "mathdx-codegen", key)
+                if entry is not None:
+                    break
+        return entry
+
+    @staticmethod
+    def _get_from(root: Path, key: str):
+        def path(suffix):
+            return root / key[:2] / f"{key}{suffix}"
+
         try:
-            entry = json.loads(path.read_text())
+            entry = json.loads(path(".json").read_text())
         except (OSError, ValueError):
             return None
         if entry.get("format") != FORMAT_VERSION:
             return None
         if entry.get("kind") == "code":
             try:
-                blob = zlib.decompress(self._path(key, ".ltoir.z").read_bytes())
+                blob = zlib.decompress(path(".ltoir.z").read_bytes())
             except (OSError, zlib.error):
                 return None
             if hashlib.sha256(blob).hexdigest() != entry.get("ltoir_sha256"):
@@ -151,6 +172,7 @@ class CodegenCache:
         self.lock = threading.RLock()
         self.hits = 0
         self.misses = 0
+        self.missed: dict[str, int] = {}  # misses by kind (which parts of a description changed)
         self.seconds_generating = 0.0
         # handle -> ("kind", parts...) where parts may name other handles via ("ref", handle)
         self.objects: dict[int, list] = {}
@@ -445,6 +467,7 @@ def _install(cache: CodegenCache) -> None:  # noqa: C901 - one wrapper per bindi
                     if key is None:
                         continue
                     cache.misses += 1
+                    cache.missed["tensor-traits"] = cache.missed.get("tensor-traits", 0) + 1
                     traits = {name: int(orig["cublasdx_get_tensor_trait_int64"](t, getattr(T, name)))
                               for name in _TENSOR_INT_TRAITS}
                     cache.store.put(key, {"kind": "tensor-traits", "traits": traits})
@@ -495,6 +518,7 @@ def _install(cache: CodegenCache) -> None:  # noqa: C901 - one wrapper per bindi
                     if key is None:
                         continue
                     cache.misses += 1
+                    cache.missed["pipeline-traits"] = cache.missed.get("pipeline-traits", 0) + 1
                     traits = {name: int(orig["cublasdx_get_pipeline_trait_int64"](p, getattr(P, name)))
                               for name in _PIPELINE_INT_TRAITS}
                     buf = (ctypes.c_int64 * 3)()
@@ -560,6 +584,7 @@ def _install(cache: CodegenCache) -> None:  # noqa: C901 - one wrapper per bindi
             cache.seconds_generating += time.perf_counter() - t0
             if key is not None:
                 cache.misses += 1
+                cache.missed["code"] = cache.missed.get("code", 0) + 1
                 size = orig["commondx_get_code_ltoir_size"](code)
                 buf = bytearray(size)
                 orig["commondx_get_code_ltoir"](code, size, buf)
@@ -657,6 +682,7 @@ def _install(cache: CodegenCache) -> None:  # noqa: C901 - one wrapper per bindi
             cache.seconds_generating += time.perf_counter() - t0
             if key is not None:
                 cache.misses += 1
+                cache.missed["trait"] = cache.missed.get("trait", 0) + 1
                 if name == "cublasdx_get_trait_int64s":
                     if isinstance(rest[1], int):
                         value = list((ctypes.c_int64 * rest[0]).from_address(rest[1]))
@@ -780,7 +806,8 @@ def stats() -> dict:
     c = _ACTIVE
     if c is None:
         return {}
-    out = {"hits": c.hits, "misses": c.misses, "seconds_generating": round(c.seconds_generating, 1),
+    out = {"hits": c.hits, "misses": c.misses, "missed": dict(c.missed),
+           "seconds_generating": round(c.seconds_generating, 1),
            "dir": str(c.root)}
     if c.verify:
         out["verified_same"] = sum(1 for _, same in c.verified if same)
