@@ -316,8 +316,9 @@ def run(p: Plan, compile_one=None, log=print) -> int:
 
         # one task per worker process (maxtasksperchild-like): nvmath keeps every description it
         # built alive, and a fresh process per job keeps memory flat
+        fresh = {"max_tasks_per_child": 1} if sys.version_info >= (3, 11) else {}
         with ProcessPoolExecutor(max_workers=min(p.processes, len(specs)) or 1,
-                                 mp_context=mp.get_context("spawn"), max_tasks_per_child=1) as pool:
+                                 mp_context=mp.get_context("spawn"), **fresh) as pool:
             for result in pool.map(_worker, specs):
                 report(result)
     log(f"{len(specs) - failed} of {len(specs)} compiled in {time.perf_counter() - t0:.0f} s; "
