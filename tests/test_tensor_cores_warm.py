@@ -261,6 +261,15 @@ def test_link_cc_matches_numba():
     assert cubin_cache.arch_name((9, 0, "a")) == "sm_90a"
 
 
+def test_tensor_uids_come_from_descriptions_not_from_the_process():
+    """nvmath names a layout type after its tensor's UID (mangled into the kernel's IR), and
+    libmathdx numbers tensors per process: the cache reports a UID derived from the description."""
+    a, b = "3f" + "1" * 62, "3f" + "2" * 62
+    assert codegen_cache.stable_uid(a) == codegen_cache.stable_uid(a) != codegen_cache.stable_uid(b)
+    assert codegen_cache.stable_uid(a) >= codegen_cache._VIRTUAL_UID_BASE  # not a number libmathdx hands out
+    assert codegen_cache.stable_uid("f" * 64) < 1 << 63  # an int64 trait
+
+
 def test_codegen_store_falls_back_to_the_warm_cache(tmp_path, monkeypatch):
     image = codegen_cache._Store(tmp_path / "image" / "mathdx-codegen")
     image.put("ab" + "0" * 62, {"kind": "trait", "value": 7})

@@ -32,8 +32,9 @@ that the cache does not answer itself reaches a virtual object, the wrapper fina
 (``materialize``), so every call libmathdx sees is one it would have seen without the cache, in
 the same order. Objects whose description holds anything unexpected (a raw pointer instead of a
 list, a descriptor changed after use, ...) are never cached. Tensor UIDs, which libmathdx numbers
-per process, are never replayed: a virtual tensor gets a fresh UID from a range libmathdx does
-not use.
+per process, are never replayed: every cacheable tensor, generated or not, reports a UID derived
+from its description (``stable_uid``), from a range libmathdx does not use, so a kernel's IR is
+the same in every process.
 
 Symbols of device functions are content hashes computed by libmathdx from the description (the
 same in every process), and they are part of the key, so a cached LTO-IR always defines exactly
@@ -67,6 +68,17 @@ FORMAT_VERSION = 1
 SUPPORTED_NVMATH = ("1.0.",)
 SUPPORTED_LIBMATHDX = ((0, 3),)
 _VIRTUAL_UID_BASE = 1 << 40
+
+
+def stable_uid(key: str) -> int:
+    """The UID reported for the tensor whose description hashes to ``key``, hit or miss.
+
+    nvmath uses a tensor's UID only to name its Numba layout type (``BlasLayout(uid=...)``), and
+    those names are mangled into the kernel's LLVM IR. libmathdx numbers tensors per process, so the
+    same kernel would read differently in every process (and the cubin cache, keyed by the IR,
+    would miss): a UID derived from the description is the same everywhere, distinct per
+    description, and outside the range libmathdx uses."""
+    return _VIRTUAL_UID_BASE + int(key[:10], 16)
 
 
 class Uncacheable(Exception):
@@ -181,7 +193,7 @@ class CodegenCache:
         self.virtual: dict[int, tuple] = {}  # handle -> what to run to materialize it
         self.virtual_traits: dict[int, dict] = {}  # handle -> cached traits of a virtual object
         self.virtual_codes: dict[int, dict] = {}  # code handle -> {"ltoir": bytes, "isa": int}
-        self.uid_by_key: dict[str, int] = {}
+        self.uid_override: dict[int, int] = {}  # real tensor handle -> the UID reported for it
         self.versions = _versions(mathdx)
         # KERNEL_LAB_CODEGEN_CACHE_VERIFY=1: on a code hit, generate anyway and compare the bytes
         self.verify = bool(os.environ.get("KERNEL_LAB_CODEGEN_CACHE_VERIFY"))
@@ -456,7 +468,7 @@ def _install(cache: CodegenCache) -> None:  # noqa: C901 - one wrapper per bindi
                     continue
                 cache.hits += 1
                 traits = dict(entry["traits"])
-                traits["UID"] = cache.uid_by_key.setdefault(key, _VIRTUAL_UID_BASE + len(cache.uid_by_key))
+                traits["UID"] = cache.uid_override[t] = stable_uid(key)
                 cache.virtual[t] = ("tensor",)
                 cache.virtual_traits[t] = traits
             if real:
@@ -466,6 +478,7 @@ def _install(cache: CodegenCache) -> None:  # noqa: C901 - one wrapper per bindi
                 for t, key in real:
                     if key is None:
                         continue
+                    cache.uid_override[t] = stable_uid(key)
                     cache.misses += 1
                     cache.missed["tensor-traits"] = cache.missed.get("tensor-traits", 0) + 1
                     traits = {name: int(orig["cublasdx_get_tensor_trait_int64"](t, getattr(T, name)))
@@ -477,6 +490,8 @@ def _install(cache: CodegenCache) -> None:  # noqa: C901 - one wrapper per bindi
     @wrap("cublasdx_get_tensor_trait_int64")
     def _(t, trait):
         with cache.lock:
+            if int(trait) == int(T.UID) and int(t) in cache.uid_override:
+                return cache.uid_override[int(t)]
             traits = cache.virtual_traits.get(int(t))
             if traits is not None:
                 name = M.CublasdxTensorTrait(trait).name
