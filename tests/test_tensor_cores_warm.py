@@ -58,6 +58,9 @@ def test_plan_crosses_jobs_with_architectures():
     assert only07.jobs and all(job.module == "07" for job, _ in only07.jobs)
     fused = warm.plan(["--arch", "sm_90", "--only", "ozaki fused"])
     assert fused.jobs and all(job.method == "fused" for job, _ in fused.jobs)
+    two_kinds = warm.plan(["--arch", "sm_90", "--only", "ozaki fused", "--only", "bias_gelu"])
+    assert {job.kind for job, _ in two_kinds.jobs} == {"ozaki", "pipeline"}
+    assert len(two_kinds.jobs) == len(fused.jobs) + 1
 
 
 def test_catalogue_holds_the_notebooks_kernels():

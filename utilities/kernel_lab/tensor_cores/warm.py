@@ -157,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--modules", default=",".join(ALL_MODULES), help="course modules, comma-separated: 06,07")
     p.add_argument("--cache-dir", default=None, help=f"cache root (default ${ENV_CACHE_DIR} or ~/.cache/kernel_lab)")
     p.add_argument("--processes", type=int, default=None, help="worker processes (default: CPU count)")
-    p.add_argument("--only", default="", help="only jobs whose label contains this text")
+    p.add_argument("--only", action="append", default=None,
+                   help="only jobs whose label contains this text (repeat for several)")
     p.add_argument("--list", action="store_true", help="print the jobs and exit")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     return p
@@ -180,7 +181,7 @@ def plan(argv) -> Plan:
     pairs = []
     for cc in archs:
         for job in catalogue(modules, cc):
-            if args.only in job.label():
+            if any(text in job.label() for text in (args.only or [""])):
                 pairs.append((job, cc))
     processes = args.processes or os.cpu_count() or 1
     if processes < 1:
