@@ -284,9 +284,9 @@ def test_codegen_store_falls_back_to_the_warm_cache(tmp_path, monkeypatch):
 
 # ---- a real compile (nvmath-python, minutes of CPU) ----------------------------------------------
 
-@pytest.mark.skipif(not HAVE_NVMATH, reason="needs nvmath-python (pip install 'nvmath-python[cu13,dx]')")
-@pytest.mark.skipif(not os.environ.get("KERNEL_LAB_SLOW_TESTS"), reason="compiles cuBLASDx code for minutes: "
-                    "set KERNEL_LAB_SLOW_TESTS=1")
+@pytest.mark.skipif(not HAVE_NVMATH or not os.environ.get("KERNEL_LAB_SLOW_TESTS"),
+                    reason="needs nvmath-python (pip install 'nvmath-python[cu13,dx]')" if not HAVE_NVMATH else
+                    "compiles cuBLASDx code for minutes: set KERNEL_LAB_SLOW_TESTS=1")
 def test_a_second_process_finds_the_warm_entries(tmp_path):
     env = dict(os.environ, KERNEL_LAB_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT / "utilities"))
     job = "06 pipeline identity [128,128,64,128,int8,3] 300x333x200"
@@ -296,3 +296,12 @@ def test_a_second_process_finds_the_warm_entries(tmp_path):
                          env=env, check=True, capture_output=True, text=True).stdout
     result = json.loads(out.strip().splitlines()[-1])
     assert result["codegen_cache"]["misses"] == 0 and result["cubin_cache"]["hits"] == 1
+
+
+def test_cubin_cache_stays_off_under_the_simulator():
+    """Without a GPU backend there is no code library to wrap: enable() says so with None."""
+    from kernel_lab.environment import on_simulator
+
+    if not on_simulator():
+        pytest.skip("a GPU backend is active")
+    assert cubin_cache.enable() is None

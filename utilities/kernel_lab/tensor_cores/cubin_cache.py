@@ -264,8 +264,12 @@ def enable(cache_dir=None):
         return None
     if _ACTIVE is not None:
         return _ACTIVE
-    from numba.cuda import codegen
+    try:
+        from numba.cuda import codegen
 
+        codegen.CUDACodeLibrary.get_cubin  # noqa: B018 - absent under the CUDA simulator
+    except (ImportError, AttributeError):
+        return None
     cache = CubinCache(Path(cache_dir) if cache_dir else default_dir())
     install_on(codegen.CUDACodeLibrary, cache)
     _ACTIVE = cache
