@@ -305,3 +305,10 @@ def test_cubin_cache_stays_off_under_the_simulator():
     if not on_simulator():
         pytest.skip("a GPU backend is active")
     assert cubin_cache.enable() is None
+
+
+def test_kernel_lab_warm_subcommand(capsys):
+    from kernel_lab import cli
+
+    assert cli.main(["warm", "--list", "--arch", "sm_100", "--modules", "07"]) == 0
+    assert "sm_100 07 ozaki" in capsys.readouterr().out
