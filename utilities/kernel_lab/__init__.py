@@ -22,7 +22,7 @@ Numba's CUDA simulator (no GPU found: simulator). The modules, one job each:
 - vector_loads: 16-byte loads and stores from Numba kernels (``load4``, ``store4``, ...)
 - readings: holds the figures quoted in notebooks' prose to their stored outputs
 - tensor_cores: module 06's cuBLASDx GEMMs, the library peers (``peers``), compiling without a GPU
-  (``offline``)
+  (``offline``), warming the compile caches for an image (``python -m kernel_lab.tensor_cores.warm``)
 - ozaki: module 07, FP64 GEMM from INT8 products (both Ozaki schemes in NumPy, and their GPU
   kernels); bench_ozaki: every method beside cuBLAS DGEMM (``python -m kernel_lab.bench_ozaki``)
 - progress: every passing check noted in a local file; cli: the ``kernel-lab`` command (progress,

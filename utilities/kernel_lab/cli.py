@@ -5,6 +5,7 @@
     kernel-lab mistakes [--check]       write docs/mistakes.md from the checks' tests
     kernel-lab exercises [...]          write course/ from solutions/ (same as kernel-lab-exercises)
     kernel-lab colab-install [...]      what the first cell of a course notebook runs on Colab
+    kernel-lab warm --arch sm_90[,...]  fill the cuBLASDx compile caches on a CPU (docs/compile-time.md)
 
 Each subcommand is a module of its own; this file only dispatches, importing the module it needs
 (so ``kernel-lab progress`` does not import Numba).
@@ -42,6 +43,7 @@ COMMANDS = {
     "mistakes": _delegate("mistakes_page"),
     "exercises": _delegate("exercises"),
     "colab-install": _delegate("colab"),
+    "warm": _delegate("tensor_cores.warm"),
 }
 
 

@@ -32,8 +32,9 @@ that the cache does not answer itself reaches a virtual object, the wrapper fina
 (``materialize``), so every call libmathdx sees is one it would have seen without the cache, in
 the same order. Objects whose description holds anything unexpected (a raw pointer instead of a
 list, a descriptor changed after use, ...) are never cached. Tensor UIDs, which libmathdx numbers
-per process, are never replayed: a virtual tensor gets a fresh UID from a range libmathdx does
-not use.
+per process, are never replayed: every cacheable tensor, generated or not, reports a UID derived
+from its description (``stable_uid``), from a range libmathdx does not use, so a kernel's IR is
+the same in every process.
 
 Symbols of device functions are content hashes computed by libmathdx from the description (the
 same in every process), and they are part of the key, so a cached LTO-IR always defines exactly
@@ -42,7 +43,8 @@ the symbol the kernel calls.
 Where and how big
 -----------------
 Entries live in ``$KERNEL_LAB_CACHE_DIR/mathdx-codegen`` (default
-``~/.cache/kernel_lab/mathdx-codegen``), one JSON file per entry plus a zlib-compressed LTO-IR
+``~/.cache/kernel_lab/mathdx-codegen``; read-only warm caches listed in ``$KERNEL_LAB_WARM_CACHE``
+are consulted after it, see ``kernel_lab.tensor_cores.warm``), one JSON file per entry plus a zlib-compressed LTO-IR
 blob per generated code (about 1 MB each). :func:`clear` deletes them; ``KERNEL_LAB_NO_CODEGEN_CACHE=1``
 turns the cache off. It is only enabled for the versions it was written against (nvmath-python
 1.0, libmathdx 0.3); for others :func:`enable` warns and does nothing.
@@ -68,6 +70,17 @@ SUPPORTED_LIBMATHDX = ((0, 3),)
 _VIRTUAL_UID_BASE = 1 << 40
 
 
+def stable_uid(key: str) -> int:
+    """The UID reported for the tensor whose description hashes to ``key``, hit or miss.
+
+    nvmath uses a tensor's UID only to name its Numba layout type (``BlasLayout(uid=...)``), and
+    those names are mangled into the kernel's LLVM IR. libmathdx numbers tensors per process, so the
+    same kernel would read differently in every process (and the cubin cache, keyed by the IR,
+    would miss): a UID derived from the description is the same everywhere, distinct per
+    description, and outside the range libmathdx uses."""
+    return _VIRTUAL_UID_BASE + int(key[:10], 16)
+
+
 class Uncacheable(Exception):
     """Raised internally when an object's description cannot be made exact."""
 
@@ -75,6 +88,13 @@ class Uncacheable(Exception):
 def default_dir() -> Path:
     root = os.environ.get("KERNEL_LAB_CACHE_DIR") or Path.home() / ".cache" / "kernel_lab"
     return Path(root) / "mathdx-codegen"
+
+
+def warm_roots() -> list[Path]:
+    """Read-only cache roots consulted after the writable one (``$KERNEL_LAB_WARM_CACHE``, a
+    ``:``-separated list): a workshop image ships the output of ``kernel_lab.tensor_cores.warm``
+    there, and learners' new entries go to ``$KERNEL_LAB_CACHE_DIR``."""
+    return [Path(p) for p in os.environ.get("KERNEL_LAB_WARM_CACHE", "").split(os.pathsep) if p]
 
 
 def _canon(value):
@@ -102,16 +122,29 @@ class _Store:
         return self.root / key[:2] / f"{key}{suffix}"
 
     def get(self, key: str):
-        path = self._path(key, ".json")
+        """The entry from this folder, else from a read-only warm cache (``$KERNEL_LAB_WARM_CACHE``)."""
+        entry = self._get_from(self.root, key)
+        if entry is None:
+            for root in warm_roots():
+                entry = self._get_from(root / "mathdx-codegen", key)
+                if entry is not None:
+                    break
+        return entry
+
+    @staticmethod
+    def _get_from(root: Path, key: str):
+        def path(suffix):
+            return root / key[:2] / f"{key}{suffix}"
+
         try:
-            entry = json.loads(path.read_text())
+            entry = json.loads(path(".json").read_text())
         except (OSError, ValueError):
             return None
         if entry.get("format") != FORMAT_VERSION:
             return None
         if entry.get("kind") == "code":
             try:
-                blob = zlib.decompress(self._path(key, ".ltoir.z").read_bytes())
+                blob = zlib.decompress(path(".ltoir.z").read_bytes())
             except (OSError, zlib.error):
                 return None
             if hashlib.sha256(blob).hexdigest() != entry.get("ltoir_sha256"):
@@ -151,6 +184,7 @@ class CodegenCache:
         self.lock = threading.RLock()
         self.hits = 0
         self.misses = 0
+        self.missed: dict[str, int] = {}  # misses by kind (which parts of a description changed)
         self.seconds_generating = 0.0
         # handle -> ("kind", parts...) where parts may name other handles via ("ref", handle)
         self.objects: dict[int, list] = {}
@@ -159,7 +193,7 @@ class CodegenCache:
         self.virtual: dict[int, tuple] = {}  # handle -> what to run to materialize it
         self.virtual_traits: dict[int, dict] = {}  # handle -> cached traits of a virtual object
         self.virtual_codes: dict[int, dict] = {}  # code handle -> {"ltoir": bytes, "isa": int}
-        self.uid_by_key: dict[str, int] = {}
+        self.uid_override: dict[int, int] = {}  # real tensor handle -> the UID reported for it
         self.versions = _versions(mathdx)
         # KERNEL_LAB_CODEGEN_CACHE_VERIFY=1: on a code hit, generate anyway and compare the bytes
         self.verify = bool(os.environ.get("KERNEL_LAB_CODEGEN_CACHE_VERIFY"))
@@ -434,7 +468,7 @@ def _install(cache: CodegenCache) -> None:  # noqa: C901 - one wrapper per bindi
                     continue
                 cache.hits += 1
                 traits = dict(entry["traits"])
-                traits["UID"] = cache.uid_by_key.setdefault(key, _VIRTUAL_UID_BASE + len(cache.uid_by_key))
+                traits["UID"] = cache.uid_override[t] = stable_uid(key)
                 cache.virtual[t] = ("tensor",)
                 cache.virtual_traits[t] = traits
             if real:
@@ -444,7 +478,9 @@ def _install(cache: CodegenCache) -> None:  # noqa: C901 - one wrapper per bindi
                 for t, key in real:
                     if key is None:
                         continue
+                    cache.uid_override[t] = stable_uid(key)
                     cache.misses += 1
+                    cache.missed["tensor-traits"] = cache.missed.get("tensor-traits", 0) + 1
                     traits = {name: int(orig["cublasdx_get_tensor_trait_int64"](t, getattr(T, name)))
                               for name in _TENSOR_INT_TRAITS}
                     cache.store.put(key, {"kind": "tensor-traits", "traits": traits})
@@ -454,6 +490,8 @@ def _install(cache: CodegenCache) -> None:  # noqa: C901 - one wrapper per bindi
     @wrap("cublasdx_get_tensor_trait_int64")
     def _(t, trait):
         with cache.lock:
+            if int(trait) == int(T.UID) and int(t) in cache.uid_override:
+                return cache.uid_override[int(t)]
             traits = cache.virtual_traits.get(int(t))
             if traits is not None:
                 name = M.CublasdxTensorTrait(trait).name
@@ -495,6 +533,7 @@ def _install(cache: CodegenCache) -> None:  # noqa: C901 - one wrapper per bindi
                     if key is None:
                         continue
                     cache.misses += 1
+                    cache.missed["pipeline-traits"] = cache.missed.get("pipeline-traits", 0) + 1
                     traits = {name: int(orig["cublasdx_get_pipeline_trait_int64"](p, getattr(P, name)))
                               for name in _PIPELINE_INT_TRAITS}
                     buf = (ctypes.c_int64 * 3)()
@@ -560,6 +599,7 @@ def _install(cache: CodegenCache) -> None:  # noqa: C901 - one wrapper per bindi
             cache.seconds_generating += time.perf_counter() - t0
             if key is not None:
                 cache.misses += 1
+                cache.missed["code"] = cache.missed.get("code", 0) + 1
                 size = orig["commondx_get_code_ltoir_size"](code)
                 buf = bytearray(size)
                 orig["commondx_get_code_ltoir"](code, size, buf)
@@ -657,6 +697,7 @@ def _install(cache: CodegenCache) -> None:  # noqa: C901 - one wrapper per bindi
             cache.seconds_generating += time.perf_counter() - t0
             if key is not None:
                 cache.misses += 1
+                cache.missed["trait"] = cache.missed.get("trait", 0) + 1
                 if name == "cublasdx_get_trait_int64s":
                     if isinstance(rest[1], int):
                         value = list((ctypes.c_int64 * rest[0]).from_address(rest[1]))
@@ -780,7 +821,8 @@ def stats() -> dict:
     c = _ACTIVE
     if c is None:
         return {}
-    out = {"hits": c.hits, "misses": c.misses, "seconds_generating": round(c.seconds_generating, 1),
+    out = {"hits": c.hits, "misses": c.misses, "missed": dict(c.missed),
+           "seconds_generating": round(c.seconds_generating, 1),
            "dir": str(c.root)}
     if c.verify:
         out["verified_same"] = sum(1 for _, same in c.verified if same)

@@ -57,10 +57,11 @@ KERNEL_VERSION = "06.2"  # part of every tuner cache key: bump it when a kernel 
 
 
 def _nvmath():
-    """Import the device API (and switch the code-generation cache on) on first use."""
-    from . import codegen_cache
+    """Import the device API (and switch the code-generation and cubin caches on) on first use."""
+    from . import codegen_cache, cubin_cache
 
     codegen_cache.enable()
+    cubin_cache.enable()
     import nvmath.device as nd
     from nvmath.device import common as ndc
 

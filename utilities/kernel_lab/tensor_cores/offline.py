@@ -79,6 +79,19 @@ def pretend_gpu(cc=(9, 0)) -> None:
     common_cuda.get_current_device_cc = current_cc
     common.get_current_device_cc = current_cc
     numba_dispatcher.get_current_device = lambda: _PretendDevice(cc)
+    # A kernel's code library asks the current context for the capability when none is given
+    # (``_Kernel`` compiles its PTX that way): answer as the GPU would, Hopper and later with "a".
+    from numba.cuda import codegen
+
+    original = getattr(codegen.CUDACodeLibrary._ensure_cc, "__wrapped__", codegen.CUDACodeLibrary._ensure_cc)
+
+    def ensure_cc(self, want=None):
+        if want is not None:
+            return want
+        return (cc[0], cc[1], "a" if tuple(cc) >= (9, 0) else "")
+
+    ensure_cc.__wrapped__ = original
+    codegen.CUDACodeLibrary._ensure_cc = ensure_cc
 
 
 class _ShapeOnlyView:
