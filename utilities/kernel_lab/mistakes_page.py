@@ -41,7 +41,7 @@ def summary(error: BaseException) -> str:
     return f"{kind}: " + "\n".join(kept) if lines else kind
 
 
-_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")  # signed: an example value may be 0 or -0
 
 
 def matches(quoted: str | None, text: str) -> bool:
