@@ -38,9 +38,17 @@ COPY images /opt/kernel-lab/images
 COPY docker/start-kernel-lab.sh /usr/local/bin/start-kernel-lab
 RUN chmod 0755 /usr/local/bin/start-kernel-lab && chmod -R a-w /opt/kernel-lab
 
-# The warm cuBLASDx code-generation cache (module 06 and 07 kernels compiled for Hopper at build time,
-# so a learner's first compile takes seconds): enabled when `kernel-lab warm` lands.
-# RUN kernel-lab warm --arch sm_90
+# The warm cuBLASDx cache: module 06 and 07 kernels generated and compiled at build time, on the build
+# machine's CPU (code generation needs no GPU), so that a learner's first compile takes seconds instead
+# of minutes (docs/compile-time.md). A few hundred MB per architecture; `--build-arg WARM_ARCH=` skips
+# it, `--build-arg WARM_ARCH=sm_90,sm_100` adds Blackwell. Learners read it and write new entries to
+# their own cache in the home volume.
+ARG WARM_ARCH=sm_90
+ENV KERNEL_LAB_WARM_CACHE=/opt/kernel-lab-cache
+RUN if [ -n "${WARM_ARCH}" ]; then \
+        KERNEL_LAB_CACHE_DIR=/opt/kernel-lab-cache kernel-lab warm --arch "${WARM_ARCH}" \
+        && chmod -R a-w /opt/kernel-lab-cache; \
+    fi
 
 USER ${NB_UID}
 WORKDIR /home/${NB_USER}

@@ -48,7 +48,10 @@ def test_the_image_follows_the_course_rules():
     assert not any(dst.startswith("/home") for dst in copies), "the course goes to /opt; homes are volumes"
     cmd = json.loads(dict(steps)["CMD"])
     assert cmd[:2] == ["jupyter", "lab"]
-    assert "# RUN kernel-lab warm --arch sm_90" in DOCKERFILE.read_text()  # enabled when the warm command lands
+    # The image ships the warm cuBLASDx cache, read-only, where the course looks for it.
+    text = DOCKERFILE.read_text()
+    assert "kernel-lab warm --arch" in text and "KERNEL_LAB_WARM_CACHE=/opt/kernel-lab-cache" in text
+    assert "KERNEL_LAB_CACHE_DIR=/opt/kernel-lab-cache kernel-lab warm" in text
 
 
 def test_the_readme_gives_the_docker_run_line():
