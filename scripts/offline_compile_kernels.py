@@ -109,6 +109,9 @@ def _install_patches(cc):
     D.get_current_device = lambda: device
     devices.get_context = lambda devnum=None: pytypes.SimpleNamespace(device=device)
     devices._runtime.ensure_context = lambda: contextlib.nullcontext()
+    import numba.cuda.api
+
+    numba.cuda.api.is_fp8_supported = lambda: cc >= (8, 9)  # it asks the driver otherwise
     D._Kernel.bind = lambda self: None  # linking into a context needs a driver: ptxas runs below instead
 
     def fake_array(shape, dtype=np.float32, strides=None, order="C", stream=0):
@@ -168,7 +171,7 @@ def _install_patches(cc):
             try:
                 report = _ptxas_report(ptx, cc)
             except Exception as exc:  # noqa: BLE001
-                report = f"ptxas unavailable ({type(exc).__name__})"
+                report = f"PTX only, not assembled here ({type(exc).__name__}; a kernel linking CUDA C++ code needs it)"
             line = f"OK   {CONTEXT['where']}{name} {_short(argtypes)}: {report} ({time.perf_counter() - t0:.1f} s)"
         except Exception as exc:  # noqa: BLE001 - one line per kernel, then go on
             msg = " ".join(str(exc).split())
@@ -261,6 +264,13 @@ def drive_05(dev):
     yield "mx_quantize(E4M3)", lambda: F.mx_quantize(u8, s32, x, "E4M3")
     yield "mx_dequantize(E2M1)", lambda: F.mx_dequantize(f, packed, s32, "E2M1")
     yield "mx_dequantize(E4M3)", lambda: F.mx_dequantize(f, u8, s32, "E4M3")
+
+    def library_encoder():
+        launch, why = F.library_fp8_encoder("E4M3", True)
+        if launch is None:
+            raise RuntimeError(why)
+        launch(u8, x)
+    yield "library_fp8_encoder(E4M3)", library_encoder
 
 
 DRIVERS = {"02": drive_02, "03": drive_03, "05": drive_05}
