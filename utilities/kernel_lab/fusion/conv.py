@@ -38,6 +38,12 @@ _S = _sizes(gpu=dict(tile=16, max_cin=128, cob=8, px=4, rb_tx=16, rb_ty=8, threa
 TILE = _S.tile  # output tile of the 2D kernels: TILE x TILE threads, one pixel each
 MAX_CIN = _S.max_cin  # shared-memory weights: at most MAX_CIN input channels (static array size)
 COB, PX = _S.cob, _S.px  # register blocking: output channels x pixels per thread
+# Shared-array shapes as named constants: the GPU compiler takes only constants (a global name, not
+# an expression such as MAX_CIN * 9) as a shape; the simulator would take either.
+W_S_SIZE = MAX_CIN * 9
+W_S_GROUP_SIZE = COB * MAX_CIN * 9
+HALO = TILE + 2
+PX_HALO = PX + 2
 RB_TX, RB_TY = _S.rb_tx, _S.rb_ty  # register-blocked kernel: threads per block (x, y)
 EW_THREADS = _S.threads
 
@@ -247,7 +253,7 @@ def stage_weights(w, w_s, o, cin, t, nthreads):
 
 @cuda.jit
 def conv_smem_weights(x, w, bias, y):
-    w_s = cuda.shared.array(MAX_CIN * 9, float32)
+    w_s = cuda.shared.array(W_S_SIZE, float32)
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     ox = cuda.blockIdx.x * cuda.blockDim.x + tx
     oy = cuda.blockIdx.y * cuda.blockDim.y + ty
@@ -289,8 +295,8 @@ def stage_tile(x, tile, b, c, oy0, ox0, h, wd, t, nthreads):
 
 @cuda.jit
 def conv_smem_tile(x, w, bias, y):
-    tile = cuda.shared.array((TILE + 2, TILE + 2), float32)
-    w_s = cuda.shared.array(MAX_CIN * 9, float32)
+    tile = cuda.shared.array((HALO, HALO), float32)
+    w_s = cuda.shared.array(W_S_SIZE, float32)
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     ox0, oy0 = cuda.blockIdx.x * TILE, cuda.blockIdx.y * TILE
     b, o = cuda.blockIdx.z // y.shape[1], cuda.blockIdx.z % y.shape[1]
@@ -320,7 +326,7 @@ def launch_smem_tile(y, x, w, bias):
 
 @cuda.jit
 def conv_register_blocked(x, w, bias, y):
-    w_s = cuda.shared.array(COB * MAX_CIN * 9, float32)  # the group's COB output channels
+    w_s = cuda.shared.array(W_S_GROUP_SIZE, float32)  # the group's COB output channels
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     cout = y.shape[1]
     groups = (cout + COB - 1) // COB
@@ -335,7 +341,7 @@ def conv_register_blocked(x, w, bias, y):
         w_s[e] = w[o, rest // 9, (rest % 9) // 3, rest % 3] if o < cout else float32(0)
     cuda.syncthreads()
     acc = cuda.local.array((COB, PX), float32)
-    xin = cuda.local.array((3, PX + 2), float32)
+    xin = cuda.local.array((3, PX_HALO), float32)
     for oc in range(COB):
         for p in range(PX):
             acc[oc, p] = 0

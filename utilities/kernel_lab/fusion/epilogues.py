@@ -140,6 +140,7 @@ def gemm_with(epilogue, cfg=None):
 
 _S = _sizes(gpu=dict(threads=256, values=8), sim=dict(threads=64, values=2))
 SOFTMAX_THREADS = _S.threads
+SOFTMAX_WARPS = SOFTMAX_THREADS // 32  # a constant: the GPU compiler takes no expression as a shape
 SOFTMAX_VALUES = _S.values  # columns per thread: N up to SOFTMAX_THREADS * SOFTMAX_VALUES
 
 
@@ -178,7 +179,7 @@ def block_sum_f32(v, scratch):
 @cuda.jit
 def gemm_row_softmax(a, b, out):
     # out[row] = softmax(a[row] @ b); block = one row; thread t owns columns t, t + THREADS, ...
-    scratch = cuda.shared.array(SOFTMAX_THREADS // 32, float32)
+    scratch = cuda.shared.array(SOFTMAX_WARPS, float32)
     v = cuda.local.array(SOFTMAX_VALUES, float32)
     row, t = cuda.blockIdx.x, cuda.threadIdx.x
     n, kk = b.shape[1], a.shape[1]

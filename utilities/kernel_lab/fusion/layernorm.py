@@ -32,6 +32,7 @@ _S = _sizes(gpu=dict(warp_values=32, block=256, block_values=32, warps_per_block
             sim=dict(warp_values=4, block=64, block_values=4, warps_per_block=2))
 WARP_VALUES = _S.warp_values  # values per lane in the warp-per-row kernel: rows up to 32 * this
 BLOCK = _S.block  # threads of the block-per-row kernel
+BLOCK_WARPS = BLOCK // 32  # a constant: the GPU compiler takes no expression as a shape
 BLOCK_VALUES = _S.block_values  # values per thread there: rows up to BLOCK * this
 WARPS_PER_BLOCK = _S.warps_per_block  # rows per block in the warp-per-row kernel
 EPS = 1e-5
@@ -132,7 +133,7 @@ def launch_warp_per_row(y, mean, rstd, x, gamma, beta, eps=EPS):
 
 @cuda.jit
 def layernorm_gelu_block(x, gamma, beta, y, mean_out, rstd_out, eps):
-    part = cuda.shared.array((3, BLOCK // 32), float32)  # each warp's (count, mean, M2)
+    part = cuda.shared.array((3, BLOCK_WARPS), float32)  # each warp's (count, mean, M2)
     stats = cuda.shared.array(2, float32)
     v = cuda.local.array(BLOCK_VALUES, float32)
     t = cuda.threadIdx.x
