@@ -459,10 +459,19 @@ def test_mutant_is_caught(mutant):
     assert isinstance(error, _caught_types()), \
         f"the mutant stopped with {type(error).__name__}, not a check failure: {error}"
     # docs/mistakes.md quotes what the check says about each mutant (kernel_lab.mistakes_page).
+    # A few mutants are caught through a race (uninitialised shared memory, which thread strays out of
+    # bounds first), so the message can take one of several forms from run to run; the page quotes one.
+    # A message that changed for good (new wording, a new check) never matches, whatever the retries.
     quoted = mistakes_page.expected(ROOT, mutant.id)
-    assert mistakes_page.matches(quoted, mistakes_page.summary(error)), (
-        f"docs/mistakes.md {'quotes another message' if quoted else 'has no entry'} for {mutant.id!r}: run "
-        "kernel-lab mistakes (python -m kernel_lab.mistakes_page) and commit the page")
+    said = [mistakes_page.summary(error)]
+    while quoted is not None and not mistakes_page.matches(quoted, said[-1]) and len(said) < 4:
+        with judging():
+            again = run_program(mutant.program, mutant)
+        said.append(mistakes_page.summary(again) if again is not None else "(passed)")
+    assert mistakes_page.matches(quoted, said[-1]), (
+        f"docs/mistakes.md {'quotes another message' if quoted else 'has no entry'} for {mutant.id!r} "
+        f"(the check said, in {len(said)} run(s): {said}): run kernel-lab mistakes "
+        "(python -m kernel_lab.mistakes_page) and commit the page")
 
 
 def main() -> int:
