@@ -3,38 +3,9 @@
 Run: python images/make_images_module03.py. Each function writes one SVG next to this file.
 """
 
-from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")
-matplotlib.rcParams["svg.fonttype"] = "none"  # keep text as text: small, searchable files
-matplotlib.rcParams["svg.hashsalt"] = "kernel-lab"  # stable ids: rerunning changes nothing
-import matplotlib.patches as patches  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-
-HERE = Path(__file__).parent
-BLUE, ORANGE, GREEN, RED, GREY, PURPLE = "#8ecae6", "#ffb703", "#90be6d", "#f28482", "#d9d9d9", "#cdb4db"
-
-
-def _box(ax, x, y, w, h, text="", color=GREY, fontsize=8, edge="black", lw=0.6, alpha=1.0, **kw):
-    ax.add_patch(patches.Rectangle((x, y), w, h, facecolor=color, edgecolor=edge, lw=lw, alpha=alpha))
-    if text:
-        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize, **kw)
-
-
-def _arrow(ax, x0, y0, x1, y1, color="black", lw=0.8, style="->"):
-    ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=dict(arrowstyle=style, lw=lw, color=color))
-
-
-def _save(fig, ax, path, xlim, ylim):
-    ax.set_xlim(*xlim)
-    ax.set_ylim(*ylim)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    fig.savefig(path, bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
-    print(f"wrote {path.name}")
+import matplotlib.pyplot as plt
+import matplotlib.patches as patches
+from drawing import BLUE, GREEN, GREY, HERE, ORANGE, PURPLE, RED, arrow, box, save
 
 
 def fusion_traffic(path=HERE / "fusion-traffic.svg"):
@@ -43,32 +14,32 @@ def fusion_traffic(path=HERE / "fusion-traffic.svg"):
     ax.text(0, 7.3, "unfused: three kernels", fontsize=10, weight="bold")
     ax.text(0, 2.9, "fused: one kernel, the epilogue in registers", fontsize=10, weight="bold")
     # top row: kernels and the memory band
-    _box(ax, 0, 4.2, 20.5, 0.9, "device memory (HBM)", GREY, fontsize=8)
+    box(ax, 0, 4.2, 20.5, 0.9, "device memory (HBM)", GREY, fontsize=8)
     kernels = [(0.5, "GEMM\nA @ B", BLUE), (7.5, "+ bias[col]", ORANGE), (14.0, "max(v, 0)", GREEN)]
     for x, label, color in kernels:
-        _box(ax, x, 5.7, 4.5, 1.1, label, color, fontsize=8)
-    _arrow(ax, 1.2, 5.1, 1.2, 5.7)
+        box(ax, x, 5.7, 4.5, 1.1, label, color, fontsize=8)
+    arrow(ax, 1.2, 5.1, 1.2, 5.7)
     ax.text(1.4, 5.35, "read A, B", fontsize=7)
-    _arrow(ax, 4.3, 5.7, 4.3, 5.1, color="#c0392b")
+    arrow(ax, 4.3, 5.7, 4.3, 5.1, color="#c0392b")
     ax.text(3.0, 5.35, "write C", fontsize=7, color="#c0392b")
     for x in (7.5, 14.0):
-        _arrow(ax, x + 0.6, 5.1, x + 0.6, 5.7, color="#c0392b")
+        arrow(ax, x + 0.6, 5.1, x + 0.6, 5.7, color="#c0392b")
         ax.text(x + 0.8, 5.35, "read C", fontsize=7, color="#c0392b")
-        _arrow(ax, x + 3.8, 5.7, x + 3.8, 5.1, color="#c0392b")
+        arrow(ax, x + 3.8, 5.7, x + 3.8, 5.1, color="#c0392b")
         ax.text(x + 2.5, 5.35, "write C", fontsize=7, color="#c0392b")
     ax.text(19.0, 6.2, "C: 5 passes\n(20 MN bytes)\n3 launches", fontsize=8, va="center")
     # bottom row
-    _box(ax, 0, 0.0, 20.5, 0.9, "device memory (HBM)", GREY, fontsize=8)
-    _box(ax, 0.5, 1.5, 11.0, 1.1, "", BLUE)
+    box(ax, 0, 0.0, 20.5, 0.9, "device memory (HBM)", GREY, fontsize=8)
+    box(ax, 0.5, 1.5, 11.0, 1.1, "", BLUE)
     ax.text(3.2, 2.05, "GEMM: K loop", fontsize=8, ha="center", va="center")
-    _box(ax, 6.5, 1.7, 4.7, 0.7, "epilogue: max(v + bias[col], 0)", ORANGE, fontsize=7)
-    _arrow(ax, 1.2, 0.9, 1.2, 1.5)
+    box(ax, 6.5, 1.7, 4.7, 0.7, "epilogue: max(v + bias[col], 0)", ORANGE, fontsize=7)
+    arrow(ax, 1.2, 0.9, 1.2, 1.5)
     ax.text(1.4, 1.15, "read A, B, bias", fontsize=7)
-    _arrow(ax, 10.6, 1.5, 10.6, 0.9, color="#c0392b")
+    arrow(ax, 10.6, 1.5, 10.6, 0.9, color="#c0392b")
     ax.text(8.9, 1.15, "write C once", fontsize=7, color="#c0392b")
     ax.text(13.0, 2.05, "C: 1 pass (4 MN bytes), 1 launch; saved: 16 MN bytes,\n"
             "what matters while 2MNK flops do not hide it (small K)", fontsize=8, va="center")
-    _save(fig, ax, path, (-0.3, 21.5), (-0.3, 7.8))
+    save(fig, ax, path, (-0.3, 21.5), (-0.3, 7.8))
 
 
 def conv_halo_tile(path=HERE / "conv-halo-tile.svg"):
@@ -81,7 +52,7 @@ def conv_halo_tile(path=HERE / "conv-halo-tile.svg"):
         for q in range(T + 3):
             inside = r >= 1 and q >= 1
             color = "white" if inside else "#eeeeee"
-            _box(ax, ox + q, oy + (T + 2 - r), 1, 1, "" if inside else "0", color, fontsize=7)
+            box(ax, ox + q, oy + (T + 2 - r), 1, 1, "" if inside else "0", color, fontsize=7)
     ax.add_patch(patches.Rectangle((ox, oy + 1), T + 2, T + 2, fill=False, lw=2.0, edgecolor="#e76f51"))
     ax.add_patch(patches.Rectangle((ox + 1, oy + 2), T, T, fill=False, lw=2.0, edgecolor="#264653"))
     ax.text(ox + (T + 3) / 2, T + 3.6, "input channel c, top-left corner of the image", ha="center", fontsize=9)
@@ -99,9 +70,9 @@ def conv_halo_tile(path=HERE / "conv-halo-tile.svg"):
     ax.text(lx, 1.8, "per input channel: stage the tile, barrier, 9 multiply-adds, barrier", fontsize=8)
     ax.text(lx, 1.2, f"{(T + 2) ** 2} loads serve {9 * T * T} reads; L1 may give the same reuse for free", fontsize=8)
     # one window highlighted
-    _box(ax, ox + 1, oy + (T + 2 - 3), 3, 3, "", BLUE, alpha=0.45)
+    box(ax, ox + 1, oy + (T + 2 - 3), 3, 3, "", BLUE, alpha=0.45)
     ax.text(ox + 2.5, oy + (T + 2 - 3) + 1.5, "window of\noutput (0, 0)", ha="center", va="center", fontsize=7)
-    _save(fig, ax, path, (-0.5, 24), (-1.0, T + 4.2))
+    save(fig, ax, path, (-0.5, 24), (-1.0, T + 4.2))
 
 
 def layernorm_warp_vs_block(path=HERE / "layernorm-warp-vs-block.svg"):
@@ -111,20 +82,20 @@ def layernorm_warp_vs_block(path=HERE / "layernorm-warp-vs-block.svg"):
     for r in range(3):
         y = 5.2 - r * 1.1
         for k in range(4):
-            _box(ax, 2 * k, y, 2, 0.8, "lanes 0-31" if k < 3 else "...", BLUE, fontsize=6)
+            box(ax, 2 * k, y, 2, 0.8, "lanes 0-31" if k < 3 else "...", BLUE, fontsize=6)
         ax.text(8.3, y + 0.4, f"row {r}: warp {r}", fontsize=8, va="center")
     ax.text(0, 1.4, "lane l holds columns l, l + 32, ... in registers;\nWelford per lane, then 5 shuffle steps;"
             "\nno barrier; many rows per block", fontsize=8)
     ax.text(13, 6.6, "one block per row (long rows)", fontsize=10, weight="bold")
-    _box(ax, 13, 4.8, 11, 0.9, "", ORANGE)
+    box(ax, 13, 4.8, 11, 0.9, "", ORANGE)
     for wv in range(4):
-        _box(ax, 13 + wv * 2.75, 4.8, 2.75, 0.9, f"warp {wv}" if wv < 3 else "...", ORANGE, fontsize=7)
-    _arrow(ax, 18.5, 4.8, 18.5, 3.9)
-    _box(ax, 15.5, 3.1, 6, 0.8, "shared: each warp's (n, mean, M2)", PURPLE, fontsize=7)
-    _arrow(ax, 18.5, 3.1, 18.5, 2.4)
-    _box(ax, 16.0, 1.6, 5, 0.8, "warp 0 combines: mean, rstd", GREEN, fontsize=7)
+        box(ax, 13 + wv * 2.75, 4.8, 2.75, 0.9, f"warp {wv}" if wv < 3 else "...", ORANGE, fontsize=7)
+    arrow(ax, 18.5, 4.8, 18.5, 3.9)
+    box(ax, 15.5, 3.1, 6, 0.8, "shared: each warp's (n, mean, M2)", PURPLE, fontsize=7)
+    arrow(ax, 18.5, 3.1, 18.5, 2.4)
+    box(ax, 16.0, 1.6, 5, 0.8, "warp 0 combines: mean, rstd", GREEN, fontsize=7)
     ax.text(13, 0.6, "row in registers across the block; two barriers per row", fontsize=8)
-    _save(fig, ax, path, (-0.3, 25), (0.3, 7.0))
+    save(fig, ax, path, (-0.3, 25), (0.3, 7.0))
 
 
 def epilogue_factory(path=HERE / "epilogue-factory.svg"):
@@ -132,16 +103,16 @@ def epilogue_factory(path=HERE / "epilogue-factory.svg"):
     fig, ax = plt.subplots(figsize=(11, 3.6))
     eps = ["bias + ReLU", "bias + sigmoid", "bias + GELU", "alpha AB + beta C + gamma bias"]
     for i, e in enumerate(eps):
-        _box(ax, 0, 4.5 - i * 1.2, 5.2, 0.9, f"f(v, row, col, aux):\n{e}", ORANGE, fontsize=7)
-        _arrow(ax, 5.2, 4.95 - i * 1.2, 7.5, 2.9)
-    _box(ax, 7.5, 2.2, 5.5, 1.4, "gemm_with(f)\nwarp-tiled GEMM body\n+ f inlined before the store", BLUE, fontsize=8)
-    _arrow(ax, 13.0, 2.9, 15.0, 2.9)
-    _box(ax, 15.0, 2.2, 4.5, 1.4, "compile once\n(seconds on a GPU)", RED, fontsize=8)
-    _arrow(ax, 19.5, 2.9, 21.0, 2.9)
-    _box(ax, 21.0, 2.2, 4.5, 1.4, "cache: f -> kernel\nnext call: no compile", GREEN, fontsize=8)
+        box(ax, 0, 4.5 - i * 1.2, 5.2, 0.9, f"f(v, row, col, aux):\n{e}", ORANGE, fontsize=7)
+        arrow(ax, 5.2, 4.95 - i * 1.2, 7.5, 2.9)
+    box(ax, 7.5, 2.2, 5.5, 1.4, "gemm_with(f)\nwarp-tiled GEMM body\n+ f inlined before the store", BLUE, fontsize=8)
+    arrow(ax, 13.0, 2.9, 15.0, 2.9)
+    box(ax, 15.0, 2.2, 4.5, 1.4, "compile once\n(seconds on a GPU)", RED, fontsize=8)
+    arrow(ax, 19.5, 2.9, 21.0, 2.9)
+    box(ax, 21.0, 2.2, 4.5, 1.4, "cache: f -> kernel\nnext call: no compile", GREEN, fontsize=8)
     ax.text(7.5, 0.7, "row softmax is not element-wise: its max and sum span the whole row,\n"
             "so it needs one block per row (or the online softmax of module 04)", fontsize=8)
-    _save(fig, ax, path, (-0.3, 26), (0.2, 5.8))
+    save(fig, ax, path, (-0.3, 26), (0.2, 5.8))
 
 
 if __name__ == "__main__":

@@ -5,60 +5,31 @@ The traffic plot is computed from ``kernel_lab.attention.reference``'s model (no
 """
 
 import sys
-from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-matplotlib.rcParams["svg.fonttype"] = "none"  # keep text as text: small, searchable files
-matplotlib.rcParams["svg.hashsalt"] = "kernel-lab"  # stable ids: rerunning changes nothing
-import matplotlib.patches as patches  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-
-HERE = Path(__file__).parent
+import matplotlib.pyplot as plt
+from drawing import BLUE, GREEN, GREY, HERE, ORANGE, PURPLE, RED, arrow, box, save
 sys.path.insert(0, str(HERE.parent / "utilities"))
-BLUE, ORANGE, GREEN, RED, GREY, PURPLE = "#8ecae6", "#ffb703", "#90be6d", "#f28482", "#d9d9d9", "#cdb4db"
-
-
-def _box(ax, x, y, w, h, text="", color=GREY, fontsize=8, edge="black", lw=0.6, alpha=1.0, **kw):
-    ax.add_patch(patches.Rectangle((x, y), w, h, facecolor=color, edgecolor=edge, lw=lw, alpha=alpha))
-    if text:
-        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize, **kw)
-
-
-def _arrow(ax, x0, y0, x1, y1, color="black", lw=0.8, style="->"):
-    ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=dict(arrowstyle=style, lw=lw, color=color))
-
-
-def _save(fig, ax, path, xlim, ylim):
-    ax.set_xlim(*xlim)
-    ax.set_ylim(*ylim)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    fig.savefig(path, bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
-    print(f"wrote {path.name}")
 
 
 def naive_attention(path=HERE / "attention-naive.svg"):
     """The three kernels of naive attention and what each moves through memory."""
     fig, ax = plt.subplots(figsize=(11, 3.6))
-    _box(ax, 0, 3, 1, 3, "Q\nN x d", BLUE)
-    _box(ax, 1.5, 3, 1, 3, "K\nN x d", BLUE)
-    _arrow(ax, 2.7, 4.5, 3.8, 4.5)
+    box(ax, 0, 3, 1, 3, "Q\nN x d", BLUE)
+    box(ax, 1.5, 3, 1, 3, "K\nN x d", BLUE)
+    arrow(ax, 2.7, 4.5, 3.8, 4.5)
     ax.text(3.25, 4.9, "kernel 1\nS = QK^T", ha="center", fontsize=8)
-    _box(ax, 4, 2, 4, 4, "S\nN x N\n(written to memory)", RED)
-    _arrow(ax, 8.2, 4.5, 9.3, 4.5)
+    box(ax, 4, 2, 4, 4, "S\nN x N\n(written to memory)", RED)
+    arrow(ax, 8.2, 4.5, 9.3, 4.5)
     ax.text(8.75, 4.9, "kernel 2\nsoftmax", ha="center", fontsize=8)
-    _box(ax, 9.5, 2, 4, 4, "P\nN x N\n(read and written)", RED)
-    _box(ax, 14.2, 3, 1, 3, "V\nN x d", BLUE)
-    _arrow(ax, 15.4, 4.5, 16.5, 4.5)
+    box(ax, 9.5, 2, 4, 4, "P\nN x N\n(read and written)", RED)
+    box(ax, 14.2, 3, 1, 3, "V\nN x d", BLUE)
+    arrow(ax, 15.4, 4.5, 16.5, 4.5)
     ax.text(15.95, 4.9, "kernel 3\nO = PV", ha="center", fontsize=8)
-    _box(ax, 16.7, 3, 1, 3, "O\nN x d", GREEN)
+    box(ax, 16.7, 3, 1, 3, "O\nN x d", GREEN)
     ax.text(9, 0.9, "per head: Q, K, V, O move 4Nd numbers; S and P move 4N^2 (written, read, written, read).\n"
             "At N = 4096 that is 64 MiB of S per head in float32: N^2 grows past the L2 and then past memory.",
             ha="center", fontsize=8)
-    _save(fig, ax, path, (-0.5, 18.2), (0, 7))
+    save(fig, ax, path, (-0.5, 18.2), (0, 7))
 
 
 def online_softmax(path=HERE / "attention-online-softmax.svg"):
@@ -71,35 +42,35 @@ def online_softmax(path=HERE / "attention-online-softmax.svg"):
     for b, block in enumerate(vals):
         x0 = b * 6
         for j, x in enumerate(block):
-            _box(ax, x0 + j * 1.3, 4, 1.2, 1, f"{x:g}", BLUE)
+            box(ax, x0 + j * 1.3, 4, 1.2, 1, f"{x:g}", BLUE)
         new_m = max(m, max(block))
         alpha = math.exp(m - new_m) if m != float("-inf") else 0.0
         ell = ell * alpha + sum(math.exp(x - new_m) for x in block)
         color = ORANGE if new_m > m else GREY
-        _box(ax, x0, 1.6, 3.8, 1.6, f"m = {new_m:g}\nl = {ell:.3f}", color)
+        box(ax, x0, 1.6, 3.8, 1.6, f"m = {new_m:g}\nl = {ell:.3f}", color)
         rescale = f"alpha = exp({m:g} - {new_m:g})" if b and new_m > m else ("alpha = 1" if b else "start: m = -inf, l = 0")
         ax.text(x0 + 1.9, 0.9, rescale, ha="center", fontsize=8)
-        _arrow(ax, x0 + 1.9, 3.95, x0 + 1.9, 3.25)
+        arrow(ax, x0 + 1.9, 3.95, x0 + 1.9, 3.25)
         if b:
-            _arrow(ax, x0 - 2.15, 2.4, x0 - 0.05, 2.4)
+            arrow(ax, x0 - 2.15, 2.4, x0 - 0.05, 2.4)
         m = new_m
     ax.text(8.5, 5.6, "one pass over the row: the running max m and the normaliser l = sum exp(x - m); "
             "when m grows, what l holds is rescaled by exp(m_old - m_new)", ha="center", fontsize=8)
-    _save(fig, ax, path, (-0.5, 18), (0.4, 6.1))
+    save(fig, ax, path, (-0.5, 18), (0.4, 6.1))
 
 
 def fused_tiles(path=HERE / "attention-fused-tiles.svg"):
     """One block of the fused kernel: a Q block resident, K/V blocks streamed; the causal skip."""
     fig, ax = plt.subplots(figsize=(11, 4.4))
-    _box(ax, 0, 3.5, 1.2, 2, "Q block\n(registers)", BLUE, fontsize=7)
+    box(ax, 0, 3.5, 1.2, 2, "Q block\n(registers)", BLUE, fontsize=7)
     for j in range(5):
-        _box(ax, 2 + j * 1.3, 6.2, 1.1, 0.9, f"K,V {j}", PURPLE if j == 2 else GREY, fontsize=7)
-    _arrow(ax, 2 + 2 * 1.3 + 0.55, 6.15, 3.3, 5.1)
-    _box(ax, 2.2, 3.5, 2.4, 1.5, "K, V block\nin shared memory", PURPLE, fontsize=7)
-    _box(ax, 5.2, 3.5, 2.6, 1.5, "s = q.k, mask\nm, l, alpha\nacc = alpha acc + p v", ORANGE, fontsize=7)
-    _arrow(ax, 4.65, 4.25, 5.15, 4.25)
-    _box(ax, 5.2, 1.2, 2.6, 1.3, "end: O = acc / l\nlse = m + log l", GREEN, fontsize=7)
-    _arrow(ax, 6.5, 3.45, 6.5, 2.55)
+        box(ax, 2 + j * 1.3, 6.2, 1.1, 0.9, f"K,V {j}", PURPLE if j == 2 else GREY, fontsize=7)
+    arrow(ax, 2 + 2 * 1.3 + 0.55, 6.15, 3.3, 5.1)
+    box(ax, 2.2, 3.5, 2.4, 1.5, "K, V block\nin shared memory", PURPLE, fontsize=7)
+    box(ax, 5.2, 3.5, 2.6, 1.5, "s = q.k, mask\nm, l, alpha\nacc = alpha acc + p v", ORANGE, fontsize=7)
+    arrow(ax, 4.65, 4.25, 5.15, 4.25)
+    box(ax, 5.2, 1.2, 2.6, 1.3, "end: O = acc / l\nlse = m + log l", GREEN, fontsize=7)
+    arrow(ax, 6.5, 3.45, 6.5, 2.55)
     ax.text(3.9, 0.4, "S never leaves the block: memory sees Q, K, V, O and the lse", ha="center", fontsize=8)
     # causal: grid of query blocks x key blocks
     n = 6
@@ -107,12 +78,12 @@ def fused_tiles(path=HERE / "attention-fused-tiles.svg"):
     for qb in range(n):
         for kb in range(n):
             color = GREEN if kb < qb else (ORANGE if kb == qb else "white")
-            _box(ax, x0 + kb * 0.8, 6.0 - (qb + 1) * 0.8, 0.8, 0.8, "", color, lw=0.4)
+            box(ax, x0 + kb * 0.8, 6.0 - (qb + 1) * 0.8, 0.8, 0.8, "", color, lw=0.4)
     ax.text(x0 + 2.4, 6.4, "key blocks ->", ha="center", fontsize=8)
     ax.text(x0 - 0.3, 3.6, "query\nblocks", ha="right", va="center", fontsize=8)
     ax.text(x0 + 2.4, 0.4, "causal: green computed, orange computed with the mask,\nwhite never visited "
             "(the loop stops at the block's last query)", ha="center", fontsize=8)
-    _save(fig, ax, path, (-0.3, 16), (0, 7.3))
+    save(fig, ax, path, (-0.3, 16), (0, 7.3))
 
 
 def tensor_core_flow(path=HERE / "attention-tensor-core-flow.svg"):
@@ -122,31 +93,31 @@ def tensor_core_flow(path=HERE / "attention-tensor-core-flow.svg"):
              ("row update:\nmask, m, l, alpha\nP as fp16", ORANGE), ("O fragment\n*= alpha[row]", PURPLE),
              ("MM2.execute\nO += P V", BLUE)]
     for i, (text, color) in enumerate(steps):
-        _box(ax, i * 3.2, 1, 2.6, 1.8, text, color, fontsize=8)
+        box(ax, i * 3.2, 1, 2.6, 1.8, text, color, fontsize=8)
         if i:
-            _arrow(ax, i * 3.2 - 0.55, 1.9, i * 3.2 - 0.05, 1.9)
+            arrow(ax, i * 3.2 - 0.55, 1.9, i * 3.2 - 0.05, 1.9)
     ax.text(7.7, 0.3, "per key block; barriers between the steps; Q, K, V, P tiles live in shared memory",
             ha="center", fontsize=8)
-    _save(fig, ax, path, (-0.3, 15.8), (0, 3.2))
+    save(fig, ax, path, (-0.3, 15.8), (0, 3.2))
 
 
 def backward_ownership(path=HERE / "attention-backward.svg"):
     """Who owns which gradient row: no atomics."""
     fig, ax = plt.subplots(figsize=(11, 3.6))
-    _box(ax, 0, 1, 4, 4, "", GREY)
+    box(ax, 0, 1, 4, 4, "", GREY)
     for j in range(4):
-        _box(ax, j * 1.0, 1, 1.0, 4, "", PURPLE if j == 1 else GREY, alpha=0.7)
+        box(ax, j * 1.0, 1, 1.0, 4, "", PURPLE if j == 1 else GREY, alpha=0.7)
     ax.text(2, 5.4, "kernel dK, dV: one thread per key j\nloops over the queries that see j", ha="center", fontsize=8)
     ax.text(1.5, 0.5, "column j of P", ha="center", fontsize=8)
-    _box(ax, 6, 1, 4, 4, "", GREY)
+    box(ax, 6, 1, 4, 4, "", GREY)
     for i in range(4):
-        _box(ax, 6, 1 + i * 1.0, 4, 1.0, "", ORANGE if i == 2 else GREY, alpha=0.7)
+        box(ax, 6, 1 + i * 1.0, 4, 1.0, "", ORANGE if i == 2 else GREY, alpha=0.7)
     ax.text(8, 5.4, "kernel dQ: one thread per query i\nloops over the keys i sees", ha="center", fontsize=8)
     ax.text(10.3, 3.5, "row i of P", va="center", fontsize=8)
     ax.text(15.5, 3.0, "both recompute P = exp(S - lse)\nfrom the forward's lse;\n"
             "dS = P (dP - D), D = rowsum(dO O)\ndV = P^T dO, dK = scale dS^T Q,\ndQ = scale dS K",
             ha="center", va="center", fontsize=8)
-    _save(fig, ax, path, (-0.3, 18.5), (0, 6.3))
+    save(fig, ax, path, (-0.3, 18.5), (0, 6.3))
 
 
 def traffic_plot(path=HERE / "attention-traffic.svg"):

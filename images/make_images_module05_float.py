@@ -3,35 +3,9 @@
 Run: python images/make_images_module05_float.py. Each function writes one SVG next to this file.
 """
 
-from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")
-matplotlib.rcParams["svg.fonttype"] = "none"  # keep text as text: small, searchable files
-matplotlib.rcParams["svg.hashsalt"] = "kernel-lab"  # stable ids: rerunning changes nothing
-import matplotlib.patches as patches  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-
-HERE = Path(__file__).parent
-BLUE, ORANGE, GREEN, RED, GREY, PURPLE = "#8ecae6", "#ffb703", "#90be6d", "#f28482", "#d9d9d9", "#cdb4db"
+import matplotlib.pyplot as plt
+from drawing import BLUE, GREEN, GREY, HERE, ORANGE, PURPLE, RED, box, save
 SIGN, EXP, MAN = RED, BLUE, GREEN
-
-
-def _box(ax, x, y, w, h, text="", color=GREY, fontsize=8, edge="black", lw=0.6, **kw):
-    ax.add_patch(patches.Rectangle((x, y), w, h, facecolor=color, edgecolor=edge, lw=lw))
-    if text:
-        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize, **kw)
-
-
-def _save(fig, ax, path, xlim, ylim):
-    ax.set_xlim(*xlim)
-    ax.set_ylim(*ylim)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    fig.savefig(path, bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
-    print(f"wrote {path.name}")
 
 
 def fp8_bit_layouts(path=HERE / "fp8-bit-layouts.svg"):
@@ -55,7 +29,7 @@ def fp8_bit_layouts(path=HERE / "fp8-bit-layouts.svg"):
         width = 0.55 if name != "float32" else 0.22
         for label, count, color in [("S", s, SIGN), ("E", e, EXP), ("M", m, MAN)]:
             for k in range(count):
-                _box(ax, x, y, width, 0.7, label if name != "float32" else "", color, fontsize=8)
+                box(ax, x, y, width, 0.7, label if name != "float32" else "", color, fontsize=8)
                 x += width
         ax.text(x + 0.4, y + 0.5, facts, fontsize=8.5, va="center")
         if specials:
@@ -64,9 +38,9 @@ def fp8_bit_layouts(path=HERE / "fp8-bit-layouts.svg"):
     ax.text(2.2, 0.6, "value of a normal code: (-1)^S x 1.M x 2^(E - bias);  exponent field 0: "
                       "(-1)^S x 0.M x 2^(1 - bias) (subnormals)", fontsize=9)
     for i, (label, color) in enumerate([("sign", SIGN), ("exponent", EXP), ("mantissa", MAN)]):
-        _box(ax, 14.5 + 2.3 * i, 11.6, 0.5, 0.5, "", color)
+        box(ax, 14.5 + 2.3 * i, 11.6, 0.5, 0.5, "", color)
         ax.text(15.1 + 2.3 * i, 11.85, label, fontsize=8.5, va="center")
-    _save(fig, ax, path, (-0.2, 22.5), (0, 12.4))
+    save(fig, ax, path, (-0.2, 22.5), (0, 12.4))
 
 
 def block_scaling(path=HERE / "block-scaling.svg"):
@@ -76,28 +50,28 @@ def block_scaling(path=HERE / "block-scaling.svg"):
     ax.text(0, 9.6, "NVFP4: 16 elements share one E4M3 scale; one FP32 scale for the whole tensor",
             fontsize=10, weight="bold")
     for j in range(16):
-        _box(ax, j * 0.75, 8.0, 0.7, 0.8, "E2M1", GREEN, fontsize=6)
-    _box(ax, 12.3, 8.0, 1.4, 0.8, "E4M3", BLUE, fontsize=8)
-    _box(ax, 15.5, 8.0, 1.6, 0.8, "FP32 ts", ORANGE, fontsize=8)
+        box(ax, j * 0.75, 8.0, 0.7, 0.8, "E2M1", GREEN, fontsize=6)
+    box(ax, 12.3, 8.0, 1.4, 0.8, "E4M3", BLUE, fontsize=8)
+    box(ax, 15.5, 8.0, 1.6, 0.8, "FP32 ts", ORANGE, fontsize=8)
     ax.text(0, 7.3, "x_hat = E2M1 value x E4M3 block scale x tensor scale      "
                     "8 bytes + 1 byte per 16 values: 4.5 bits per value", fontsize=8.5)
     ax.text(0, 6.7, "ts = amax_tensor / (6 x 448);   block scale = E4M3(amax_block / 6 / ts), to nearest;   "
                     "element = E2M1(x / (block scale x ts))", fontsize=8.5, color="#444444")
     # bytes: two elements per byte
     for j in range(8):
-        _box(ax, j * 1.5, 5.4, 1.5, 0.6, f"x{2 * j + 1} | x{2 * j}", GREY, fontsize=7)
+        box(ax, j * 1.5, 5.4, 1.5, 0.6, f"x{2 * j + 1} | x{2 * j}", GREY, fontsize=7)
     ax.text(12.3, 5.7, "8 bytes, each high nibble | low nibble:\nelement 2i in the low 4 bits", fontsize=8, va="center")
     # MX
     ax.text(0, 4.1, "MXFP4 / MXFP8: 32 elements share one E8M0 scale (a power of two)", fontsize=10,
             weight="bold")
     for j in range(32):
-        _box(ax, j * 0.375, 2.6, 0.35, 0.8, "", GREEN if j % 2 == 0 else "#b5d99c")
-    _box(ax, 12.3, 2.6, 1.4, 0.8, "E8M0", PURPLE, fontsize=8)
+        box(ax, j * 0.375, 2.6, 0.35, 0.8, "", GREEN if j % 2 == 0 else "#b5d99c")
+    box(ax, 12.3, 2.6, 1.4, 0.8, "E8M0", PURPLE, fontsize=8)
     ax.text(0, 1.9, "MXFP4: E2M1 elements, 16 bytes + 1 per 32 values: 4.25 bits per value;   "
                     "MXFP8: E4M3 elements, 8.25 bits per value", fontsize=8.5)
     ax.text(0, 1.3, "scale = 2^(floor(log2 amax_block) - emax_element), rounded DOWN (OCP MX v1.0, 6.3): "
                     "the largest elements may saturate", fontsize=8.5, color="#444444")
-    _save(fig, ax, path, (-0.2, 19.5), (0.8, 10.2))
+    save(fig, ax, path, (-0.2, 19.5), (0.8, 10.2))
 
 
 if __name__ == "__main__":

@@ -3,38 +3,8 @@
 Run: python images/make_images_module05_integer.py. Each function writes one SVG next to this file.
 """
 
-from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")
-matplotlib.rcParams["svg.fonttype"] = "none"  # keep text as text: small, searchable files
-matplotlib.rcParams["svg.hashsalt"] = "kernel-lab"  # stable ids: rerunning changes nothing
-import matplotlib.patches as patches  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-
-HERE = Path(__file__).parent
-BLUE, ORANGE, GREEN, RED, GREY, PURPLE = "#8ecae6", "#ffb703", "#90be6d", "#f28482", "#d9d9d9", "#cdb4db"
-
-
-def _box(ax, x, y, w, h, text="", color=GREY, fontsize=8, edge="black", lw=0.6, **kw):
-    ax.add_patch(patches.Rectangle((x, y), w, h, facecolor=color, edgecolor=edge, lw=lw))
-    if text:
-        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize, **kw)
-
-
-def _arrow(ax, x0, y0, x1, y1, color="black", lw=0.8, style="->"):
-    ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=dict(arrowstyle=style, lw=lw, color=color))
-
-
-def _save(fig, ax, path, xlim, ylim):
-    ax.set_xlim(*xlim)
-    ax.set_ylim(*ylim)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    fig.savefig(path, bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
-    print(f"wrote {path.name}")
+import matplotlib.pyplot as plt
+from drawing import BLUE, GREEN, GREY, HERE, ORANGE, PURPLE, RED, arrow, box, save
 
 
 def affine(path=HERE / "quant-affine-int8.svg"):
@@ -52,7 +22,7 @@ def affine(path=HERE / "quant-affine-int8.svg"):
     for xq, lab in [(1, "-127"), (9, "0"), (17, "127")]:
         ax.plot([xq, xq], [y_q - 0.12, y_q + 0.12], color="black", lw=0.8)
         ax.text(xq, y_q - 0.55, lab, ha="center", fontsize=8)
-        _arrow(ax, xq, y_f - 0.15, xq, y_q + 0.15, color="#1d3557")
+        arrow(ax, xq, y_f - 0.15, xq, y_q + 0.15, color="#1d3557")
     ax.text(17.5, y_f - 0.1, "floats x", fontsize=8, va="center")
     ax.text(17.5, y_q - 0.1, "codes q (int8; -128 unused)", fontsize=8, va="center")
     for k in range(1, 16):
@@ -70,12 +40,12 @@ def affine(path=HERE / "quant-affine-int8.svg"):
     for xq, lab in [(1, "0"), (4.5, "z"), (17, "255")]:
         ax.plot([xq, xq], [y_q - 0.12, y_q + 0.12], color="black", lw=0.8)
         ax.text(xq, y_q - 0.55, lab, ha="center", fontsize=8)
-        _arrow(ax, xq, y_f - 0.15, xq, y_q + 0.15, color=RED if lab == "z" else "#1d3557")
+        arrow(ax, xq, y_f - 0.15, xq, y_q + 0.15, color=RED if lab == "z" else "#1d3557")
     ax.text(17.5, y_f - 0.1, "floats x (a calibrated range)", fontsize=8, va="center")
     ax.text(17.5, y_q - 0.1, "codes q (uint8)", fontsize=8, va="center")
     ax.text(1, -0.9, "values beyond the range saturate at 0 or 255; a range without 0 puts z outside 0..255: clamp it",
             fontsize=7, color="#555")
-    _save(fig, ax, path, (-0.2, 26), (-1.2, 7.8))
+    save(fig, ax, path, (-0.2, 26), (-1.2, 7.8))
 
 
 def int4_packing(path=HERE / "quant-int4-packing.svg"):
@@ -84,13 +54,13 @@ def int4_packing(path=HERE / "quant-int4-packing.svg"):
     for g, (x0, w, col, lab) in enumerate([(0, 8, BLUE, "group 0: x0 .. x127,  s0 = absmax / 7"),
                                            (8, 8, GREEN, "group 1: x128 .. x255,  s1"),
                                            (16, 3, ORANGE, "last group:\nshorter")]):
-        _box(ax, x0, 4.3, w, 0.8, lab, col, fontsize=7)
+        box(ax, x0, 4.3, w, 0.8, lab, col, fontsize=7)
     ax.text(0, 3.5, "bytes of the packed row (uint8): element 2j in the LOW nibble of byte j", fontsize=9,
             weight="bold")
     for j in range(6):
         x = j * 3.1
-        _box(ax, x + 1.5, 2.2, 1.5, 0.8, f"x{2 * j + 1}", PURPLE, fontsize=8)
-        _box(ax, x, 2.2, 1.5, 0.8, f"x{2 * j}", BLUE, fontsize=8)
+        box(ax, x + 1.5, 2.2, 1.5, 0.8, f"x{2 * j + 1}", PURPLE, fontsize=8)
+        box(ax, x, 2.2, 1.5, 0.8, f"x{2 * j}", BLUE, fontsize=8)
         ax.text(x + 1.5, 1.85, f"byte {j}", ha="center", fontsize=7)
         ax.text(x + 0.75, 3.1, "bits 0-3", ha="center", fontsize=6, color="#555")
         ax.text(x + 2.25, 3.1, "bits 4-7", ha="center", fontsize=6, color="#555")
@@ -98,7 +68,7 @@ def int4_packing(path=HERE / "quant-int4-packing.svg"):
             "on a new byte", fontsize=8)
     ax.text(0, 0.4, "4-bit two's complement:  0111 = 7 ... 0000 = 0,  1111 = -1 ... 1000 = -8   "
             "(sign extension: bit 3 weighs -8)", fontsize=8)
-    _save(fig, ax, path, (-0.3, 22), (0, 6.1))
+    save(fig, ax, path, (-0.3, 22), (0, 6.1))
 
 
 def ternary_gemm(path=HERE / "quant-ternary-gemm.svg"):
@@ -108,17 +78,17 @@ def ternary_gemm(path=HERE / "quant-ternary-gemm.svg"):
     codes = [("t0 = +1", "01", GREEN), ("t1 = 0", "00", GREY), ("t2 = -1", "11", RED), ("t3 = +1", "01", GREEN)]
     for i, (lab, bits, col) in enumerate(codes):
         x = (3 - i) * 2.2
-        _box(ax, x, 4.6, 2.2, 0.9, f"{bits}\n{lab}", col, fontsize=8)
+        box(ax, x, 4.6, 2.2, 0.9, f"{bits}\n{lab}", col, fontsize=8)
         ax.text(x + 1.1, 5.65, f"bits {2 * i}-{2 * i + 1}", ha="center", fontsize=6, color="#555")
     ax.text(9.2, 5.0, "one byte = 4 weights (2 bits each; 1.58 bits of information)", fontsize=8, va="center")
     ax.text(0, 3.6, "GEMM, per output: acc (int32) over k:", fontsize=9, weight="bold")
     ops = [("code 01", "acc += a[m, k]", GREEN), ("code 00", "skip", GREY), ("code 11", "acc -= a[m, k]", RED)]
     for i, (c, op, col) in enumerate(ops):
-        _box(ax, i * 5.2, 2.2, 4.8, 0.9, f"{c}:  {op}", col, fontsize=8)
+        box(ax, i * 5.2, 2.2, 4.8, 0.9, f"{c}:  {op}", col, fontsize=8)
     ax.text(0, 1.2, "then  y[m, n] = float(acc) * s_a[m] * s_w:  two multiplications per output, none in the loop",
             fontsize=8)
     ax.text(0, 0.5, "activations a: per-token INT8, s_a[m] = absmax(row m) / 127", fontsize=8)
-    _save(fig, ax, path, (-0.3, 23), (0.1, 6.8))
+    save(fig, ax, path, (-0.3, 23), (0.1, 6.8))
 
 
 def dp4a(path=HERE / "quant-dp4a.svg"):
@@ -127,24 +97,24 @@ def dp4a(path=HERE / "quant-dp4a.svg"):
             fontsize=9, weight="bold")
     for i in range(4):
         x = (3 - i) * 1.6
-        _box(ax, x, 7.0, 1.6, 0.7, f"a{i}", BLUE, fontsize=8)
-        _box(ax, x, 6.0, 1.6, 0.7, f"b{i}", GREEN, fontsize=8)
-        _arrow(ax, x + 0.8, 6.0, 8.6, 5.2, color="#555", lw=0.5)
+        box(ax, x, 7.0, 1.6, 0.7, f"a{i}", BLUE, fontsize=8)
+        box(ax, x, 6.0, 1.6, 0.7, f"b{i}", GREEN, fontsize=8)
+        arrow(ax, x + 0.8, 6.0, 8.6, 5.2, color="#555", lw=0.5)
     ax.text(6.6, 7.3, "word a (4 x int8)", fontsize=7, va="center")
     ax.text(6.6, 6.3, "word b (4 x int8)", fontsize=7, va="center")
-    _box(ax, 8.0, 4.5, 2.6, 0.7, "c (int32) +=", ORANGE, fontsize=8)
+    box(ax, 8.0, 4.5, 2.6, 0.7, "c (int32) +=", ORANGE, fontsize=8)
     ax.text(0, 3.6, "W4A8: one packed word p = 8 INT4 weights (element 2i: low nibble of byte i)", fontsize=9,
             weight="bold")
     for i in range(4):
         x = (3 - i) * 2.4
-        _box(ax, x, 2.5, 1.2, 0.7, f"w{2 * i + 1}", PURPLE, fontsize=7)  # drawn as a register: bit 0 on the right
-        _box(ax, x + 1.2, 2.5, 1.2, 0.7, f"w{2 * i}", BLUE, fontsize=7)
+        box(ax, x, 2.5, 1.2, 0.7, f"w{2 * i + 1}", PURPLE, fontsize=7)  # drawn as a register: bit 0 on the right
+        box(ax, x + 1.2, 2.5, 1.2, 0.7, f"w{2 * i}", BLUE, fontsize=7)
     ax.text(10, 3.0, "p & 0x0F0F0F0F  ->  w0 w2 w4 w6 (even)\n(p >> 4) & 0x0F0F0F0F  ->  w1 w3 w5 w7 (odd)\n"
             "|= (v & 0x08080808) * 30: sign-extend each byte", fontsize=7, va="center")
     ax.text(0, 1.4, "activations x0..x7 (two words): PRMT gathers bytes 0,2,4,6 and 1,3,5,7 to match", fontsize=8)
     ax.text(0, 0.6, "dp4a(x_even, w_even, 0) + dp4a(x_odd, w_odd): the exact sum of 8 products, then x group scale",
             fontsize=8)
-    _save(fig, ax, path, (-0.3, 20), (0.2, 8.9))
+    save(fig, ax, path, (-0.3, 20), (0.2, 8.9))
 
 
 if __name__ == "__main__":

@@ -10,40 +10,8 @@ Run: python images/make_images_module06.py. Each function writes one SVG next to
 * tc-implicit-gemm.svg: one row and one column of the im2col matrix, gathered from a padded image.
 """
 
-from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")
-matplotlib.rcParams["svg.fonttype"] = "none"  # keep text as text: small, searchable files
-matplotlib.rcParams["svg.hashsalt"] = "kernel-lab"  # stable ids: rerunning changes nothing
-import matplotlib.patches as patches  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-
-HERE = Path(__file__).parent
-BLUE, ORANGE, GREEN, RED, GREY, PURPLE, WHITE = "#8ecae6", "#ffb703", "#90be6d", "#f28482", "#d9d9d9", "#cdb4db", "white"
-
-
-def _box(ax, x, y, w, h, text="", color=GREY, fontsize=8, edge="black", lw=0.6, alpha=1.0, **kw):
-    ax.add_patch(patches.Rectangle((x, y), w, h, facecolor=color, edgecolor=edge, lw=lw, alpha=alpha))
-    if text:
-        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize, **kw)
-
-
-def _arrow(ax, x0, y0, x1, y1, color="black", lw=0.8, style="->", text="", fontsize=7.5):
-    ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=dict(arrowstyle=style, lw=lw, color=color))
-    if text:
-        ax.text((x0 + x1) / 2, (y0 + y1) / 2 + 0.25, text, ha="center", va="bottom", fontsize=fontsize)
-
-
-def _save(fig, ax, path, xlim, ylim):
-    ax.set_xlim(*xlim)
-    ax.set_ylim(*ylim)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    fig.savefig(path, bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
-    print(f"wrote {path.name}")
+import matplotlib.pyplot as plt
+from drawing import BLUE, GREEN, GREY, HERE, ORANGE, PURPLE, RED, WHITE, arrow, box, save
 
 
 def block_tiles(path=HERE / "tc-block-tiles.svg"):
@@ -58,7 +26,7 @@ def block_tiles(path=HERE / "tc-block-tiles.svg"):
         x = cx
         for bj, w in enumerate(widths):
             mine = (bi, bj) == (1, 2)
-            _box(ax, x, y, w, h, f"({bi},{bj})" if w > 1 else "", ORANGE if mine else GREY, fontsize=7)
+            box(ax, x, y, w, h, f"({bi},{bj})" if w > 1 else "", ORANGE if mine else GREY, fontsize=7)
             x += w
     ax.text(cx + sum(widths) / 2, cy + sum(heights) + 0.3, "C (M x N): one tile per block, grid (ceil(M/tile_m), ceil(N/tile_n), batch)",
             ha="center", fontsize=8.5)
@@ -66,18 +34,18 @@ def block_tiles(path=HERE / "tc-block-tiles.svg"):
     # A strip: rows of tile (1, *), all K, cut in tile_k slices
     ax_, ay = 0.5, cy + heights[3] + heights[2]
     for s in range(5):
-        _box(ax, ax_ + s * 1.0, ay, 1.0, t, f"k0={s}·tk" if s < 2 else "", BLUE if s == 1 else WHITE, fontsize=6.5)
+        box(ax, ax_ + s * 1.0, ay, 1.0, t, f"k0={s}·tk" if s < 2 else "", BLUE if s == 1 else WHITE, fontsize=6.5)
     ax.text(ax_ + 2.5, ay + t + 0.2, "A: the block's tile_m rows, K in slices of tile_k", ha="center", fontsize=8)
-    _box(ax, ax_, cy + heights[3], 5.0, heights[2] * 0 + 0.01, "", WHITE, lw=0)
+    box(ax, ax_, cy + heights[3], 5.0, heights[2] * 0 + 0.01, "", WHITE, lw=0)
     # B strip above C: columns of tile (*, 2)
     bx = cx + 2 * t
     for s in range(4):
-        _box(ax, bx, cy + sum(heights) + 0.9 + s * 0.8, t, 0.8, f"k0={s}·tk" if s < 2 else "", BLUE if s == 1 else WHITE,
+        box(ax, bx, cy + sum(heights) + 0.9 + s * 0.8, t, 0.8, f"k0={s}·tk" if s < 2 else "", BLUE if s == 1 else WHITE,
              fontsize=6.5)
     ax.text(bx + t + 0.2, cy + sum(heights) + 2.4, "B: the block's tile_n columns,\nK in slices of tile_k", fontsize=8,
             va="center")
-    _arrow(ax, ax_ + 5.05, ay + t / 2, cx + 2 * t - 0.05, ay + t / 2, color="#1d6fa5", lw=1.0)
-    _arrow(ax, bx + t / 2, cy + sum(heights) + 0.85, bx + t / 2, ay + t + 0.05, color="#1d6fa5", lw=1.0)
+    arrow(ax, ax_ + 5.05, ay + t / 2, cx + 2 * t - 0.05, ay + t / 2, color="#1d6fa5", lw=1.0)
+    arrow(ax, bx + t / 2, cy + sum(heights) + 0.85, bx + t / 2, ay + t + 0.05, color="#1d6fa5", lw=1.0)
     ax.text(ax_ + 2.5, ay - 0.55, "per slice: copy to shared memory, barrier,\nMM.execute(sa, sb, acc) on the tensor cores, barrier",
             ha="center", fontsize=7.5, va="top")
     # inset: the block's tile and the threads' accumulators
@@ -86,62 +54,62 @@ def block_tiles(path=HERE / "tc-block-tiles.svg"):
     for r in range(8):
         for c in range(8):
             owner = (r // 2 % 2) * 2 + (c // 2 % 2)
-            _box(ax, ix + c * cell, iy + (7 - r) * cell, cell, cell, f"t{owner}", colors[owner], fontsize=5.5, lw=0.3)
+            box(ax, ix + c * cell, iy + (7 - r) * cell, cell, cell, f"t{owner}", colors[owner], fontsize=5.5, lw=0.3)
     ax.text(ix + 4 * cell, iy + 8 * cell + 0.25, "the orange tile, in registers:\neach value lives in one thread",
             ha="center", fontsize=8)
     ax.text(ix + 4 * cell, iy - 0.3, "frag_coords(i) -> (row, col) of thread's value i\n(the partition is cuBLASDx's choice)",
             ha="center", fontsize=7, va="top")
-    _arrow(ax, cx + 2.5 * t + 0.4, ay + t / 2, ix - 0.1, iy + 4 * cell, color="#b26b00", lw=1.0)
-    _save(fig, ax, path, (0, 19), (-1.2, 9.5))
+    arrow(ax, cx + 2.5 * t + 0.4, ay + t / 2, ix - 0.1, iy + 4 * cell, color="#b26b00", lw=1.0)
+    save(fig, ax, path, (0, 19), (-1.2, 9.5))
 
 
 def pipeline_stages(path=HERE / "tc-pipeline-stages.svg"):
     """TMA -> ring of shared-memory stages -> warpgroup MMA -> registers -> epilogue -> global."""
     fig, ax = plt.subplots(figsize=(12, 4.0))
-    _box(ax, 0.2, 1.6, 2.2, 2.2, "global memory\nA, B", GREY, fontsize=8.5)
-    _arrow(ax, 2.5, 2.7, 4.0, 2.7, lw=1.2, text="TMA: one thread\ncopies a tile")
+    box(ax, 0.2, 1.6, 2.2, 2.2, "global memory\nA, B", GREY, fontsize=8.5)
+    arrow(ax, 2.5, 2.7, 4.0, 2.7, lw=1.2, text="TMA: one thread\ncopies a tile")
     # ring of stages
     ring_x, ring_y = 4.2, 1.0
     states = [("stage 0\nfull", BLUE), ("stage 1\nfull", BLUE), ("stage 2\nbeing filled", ORANGE), ("stage 3\nfree", WHITE)]
     for i, (label, color) in enumerate(states):
-        _box(ax, ring_x + i * 1.45, ring_y + 1.1, 1.35, 1.3, label, color, fontsize=7)
+        box(ax, ring_x + i * 1.45, ring_y + 1.1, 1.35, 1.3, label, color, fontsize=7)
     ax.text(ring_x + 2.9, ring_y + 2.75, "shared memory: a ring of `depth` stages (A and B tiles of one K slice each)",
             ha="center", fontsize=8)
-    _arrow(ax, ring_x + 5.8, ring_y + 0.3, ring_x + 0.1, ring_y + 0.3, style="->", color="#777777")
+    arrow(ax, ring_x + 5.8, ring_y + 0.3, ring_x + 0.1, ring_y + 0.3, style="->", color="#777777")
     ax.text(ring_x + 2.9, ring_y - 0.05, "the consumer frees a stage, the producer refills it", ha="center", fontsize=7,
             va="top")
-    _arrow(ax, ring_x + 5.9, 2.7, 12.3, 2.7, lw=1.2, text="warpgroup MMAs\n(128 threads each)")
-    _box(ax, 12.4, 1.6, 2.0, 2.2, "registers:\naccumulators\n(tile_m x tile_n\nper block)", GREEN, fontsize=7.5)
-    _arrow(ax, 14.5, 2.7, 15.5, 2.7, lw=1.2)
-    _box(ax, 15.6, 1.6, 1.8, 2.2, "epilogue\n(yours:\nbias, GELU,\nquantize, ...)", PURPLE, fontsize=7.5)
-    _arrow(ax, 17.5, 2.7, 18.4, 2.7, lw=1.2)
-    _box(ax, 18.5, 1.6, 1.6, 2.2, "global\nmemory\nC", GREY, fontsize=8)
+    arrow(ax, ring_x + 5.9, 2.7, 12.3, 2.7, lw=1.2, text="warpgroup MMAs\n(128 threads each)")
+    box(ax, 12.4, 1.6, 2.0, 2.2, "registers:\naccumulators\n(tile_m x tile_n\nper block)", GREEN, fontsize=7.5)
+    arrow(ax, 14.5, 2.7, 15.5, 2.7, lw=1.2)
+    box(ax, 15.6, 1.6, 1.8, 2.2, "epilogue\n(yours:\nbias, GELU,\nquantize, ...)", PURPLE, fontsize=7.5)
+    arrow(ax, 17.5, 2.7, 18.4, 2.7, lw=1.2)
+    box(ax, 18.5, 1.6, 1.6, 2.2, "global\nmemory\nC", GREY, fontsize=8)
     ax.text(10.0, 4.5, "tile.execute(acc): the whole K loop inside the library; the copies of slice k+depth-1 overlap the MMAs of slice k",
             ha="center", fontsize=8)
-    _save(fig, ax, path, (0, 20.3), (0.2, 4.9))
+    save(fig, ax, path, (0, 20.3), (0.2, 4.9))
 
 
 def epilogue_place(path=HERE / "tc-epilogue-place.svg"):
     """The epilogue's three passes over the accumulators, with barriers, before the one store."""
     fig, ax = plt.subplots(figsize=(12, 3.6))
-    _box(ax, 0.2, 1.2, 2.6, 1.6, "K loop\nacc += A B\n(tensor cores)", BLUE, fontsize=8)
-    _arrow(ax, 2.9, 2.0, 3.7, 2.0)
+    box(ax, 0.2, 1.2, 2.6, 1.6, "K loop\nacc += A B\n(tensor cores)", BLUE, fontsize=8)
+    arrow(ax, 2.9, 2.0, 3.7, 2.0)
     steps = [("1. prepare(lrow, value, stats, args)\nrow statistics into shared\n`stats` (e.g. the row max)", ORANGE),
              ("2. store(out, bz, row, col, ...)\nwrites f(value) to global memory\n(element-wise epilogues: only this)", GREEN),
              ("3. finish(stats, bz, row0, ...)\nonce per block: save the\nrow statistics (softmax)", PURPLE)]
     x = 3.8
     for i, (label, color) in enumerate(steps):
-        _box(ax, x, 1.0, 3.6, 2.0, label, color, fontsize=7.5)
+        box(ax, x, 1.0, 3.6, 2.0, label, color, fontsize=7.5)
         x += 3.6
         if i < 2:
             ax.plot([x + 0.25, x + 0.25], [0.7, 3.3], color=RED, lw=2)
             ax.text(x + 0.25, 0.45, "syncthreads", ha="center", fontsize=7, color="#b00000")
             x += 0.5
-    _arrow(ax, x + 0.1, 2.0, x + 0.9, 2.0)
-    _box(ax, x + 1.0, 1.2, 1.8, 1.6, "C in global\nmemory\n(written once)", GREY, fontsize=8)
+    arrow(ax, x + 0.1, 2.0, x + 0.9, 2.0)
+    box(ax, x + 1.0, 1.2, 1.8, 1.6, "C in global\nmemory\n(written once)", GREY, fontsize=8)
     ax.text(8.5, 3.6, "the epilogue runs on the accumulators while they are still in registers: no second kernel reads C back",
             ha="center", fontsize=8.5)
-    _save(fig, ax, path, (0, x + 3.0), (0.2, 4.0))
+    save(fig, ax, path, (0, x + 3.0), (0.2, 4.0))
 
 
 def implicit_gemm(path=HERE / "tc-implicit-gemm.svg"):
@@ -154,12 +122,12 @@ def implicit_gemm(path=HERE / "tc-implicit-gemm.svg"):
         for iw in range(-P, W + P):
             inside = 0 <= ih < H and 0 <= iw < W
             covered = 0 <= ih - oh + P < 3 and 0 <= iw - ow + P < 3
-            _box(ax, x0 + (iw + P) * cell, y0 + (H + P - 1 - ih) * cell, cell, cell, "" if inside or covered else "0",
+            box(ax, x0 + (iw + P) * cell, y0 + (H + P - 1 - ih) * cell, cell, cell, "" if inside or covered else "0",
                  WHITE if inside else GREY, fontsize=6, lw=0.3)
     for r in range(3):
         for s in range(3):
             ih, iw = oh + r - P, ow + s - P
-            _box(ax, x0 + (iw + P) * cell, y0 + (H + P - 1 - ih) * cell, cell, cell, f"{r},{s}", ORANGE, fontsize=6,
+            box(ax, x0 + (iw + P) * cell, y0 + (H + P - 1 - ih) * cell, cell, cell, f"{r},{s}", ORANGE, fontsize=6,
                  lw=0.6, alpha=0.85)
     ax.text(x0 + (W + 2 * P) * cell / 2, y0 + (H + 2 * P) * cell + 0.3,
             f"image channel c, {H}x{W}, padding P = {P} (grey: zeros)", ha="center", fontsize=8)
@@ -167,19 +135,19 @@ def implicit_gemm(path=HERE / "tc-implicit-gemm.svg"):
             fontsize=7.5, va="top")
     # the im2col matrix
     mx, my, mw, mh = 6.6, 0.6, 9.0, 3.4
-    _box(ax, mx, my, mw, mh, "", WHITE)
+    box(ax, mx, my, mw, mh, "", WHITE)
     row_y = my + mh - 0.9
-    _box(ax, mx, row_y, mw, 0.35, "", ORANGE, alpha=0.6)
+    box(ax, mx, row_y, mw, 0.35, "", ORANGE, alpha=0.6)
     ax.text(mx + mw + 0.1, row_y + 0.17, "row gr = (n, oh, ow)\n= n·OH·OW + oh·OW + ow", ha="left", va="center", fontsize=7)
     col_x = mx + 4.0
-    _box(ax, col_x, my, 0.35, mh, "", BLUE, alpha=0.6)
+    box(ax, col_x, my, 0.35, mh, "", BLUE, alpha=0.6)
     ax.text(col_x + 0.17, my + mh + 0.15, "column gc = (c, r, s)\n= c·R·S + r·S + s", ha="center", va="bottom", fontsize=7)
     ax.text(mx + mw / 2, my - 0.3, "A = im2col(x): (N·OH·OW) x (C·R·S), never stored in an implicit GEMM:\n"
             "element (gr, gc) = x[n, c, oh + r - P, ow + s - P], or 0 in the padding",
             ha="center", va="top", fontsize=7.5)
-    _arrow(ax, x0 + (W + 2 * P) * cell + 0.1, row_y + 0.17, mx - 0.1, row_y + 0.17, color="#b26b00", lw=1.0,
+    arrow(ax, x0 + (W + 2 * P) * cell + 0.1, row_y + 0.17, mx - 0.1, row_y + 0.17, color="#b26b00", lw=1.0,
            text="")
-    _save(fig, ax, path, (0, 18.6), (-1.2, 5.2))
+    save(fig, ax, path, (0, 18.6), (-1.2, 5.2))
 
 
 if __name__ == "__main__":
