@@ -11,7 +11,6 @@ its cuBLASDx extra, e.g. /work/venv-dx/bin/python). It re-runs itself with the s
 """
 
 import argparse
-import os
 import subprocess
 import sys
 import time
@@ -73,10 +72,9 @@ def main():
     args = p.parse_args()
     if not args.child:  # re-run with the stand-in driver on the library path (read at process start)
         sys.path.insert(0, str(ROOT / "utilities"))
-        from kernel_lab.tensor_cores.offline import stand_in_driver
+        from kernel_lab.tensor_cores.offline import stand_in_environment
 
-        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
-                   LD_LIBRARY_PATH=f"{stand_in_driver()}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+        env = stand_in_environment()
         sys.exit(subprocess.call([sys.executable, __file__, "--child", *sys.argv[1:]], env=env))
     sys.path.insert(0, str(ROOT / "utilities"))
     import kernel_lab  # noqa: F401  (GPU target: NUMBA_ENABLE_CUDASIM=0 set above)

@@ -12,7 +12,6 @@ it re-executes with the stand-in driver library and ``NUMBA_ENABLE_CUDASIM=0``::
 NVRTC/NVVM must be findable (a CUDA toolkit, or the nvidia-*-cu13 wheels; set CUDA_HOME).
 """
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -68,10 +67,9 @@ def _compile_all(cc=(9, 0)):
 def main():
     if "--child" not in sys.argv:
         sys.path.insert(0, str(ROOT / "utilities"))
-        from kernel_lab.tensor_cores.offline import stand_in_driver
+        from kernel_lab.tensor_cores.offline import stand_in_environment
 
-        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
-                   LD_LIBRARY_PATH=f"{stand_in_driver()}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+        env = stand_in_environment()
         sys.exit(subprocess.call([sys.executable, __file__, "--child"], env=env))
     sys.exit(1 if _compile_all() else 0)
 

@@ -9,7 +9,6 @@ Proves that the plug points (``BlockGemm(load_a=..., load_b=...)``, ``epilogues.
 
 import argparse
 import math
-import os
 import subprocess
 import sys
 import time
@@ -89,10 +88,9 @@ def main():
     args = p.parse_args()
     if not args.child:  # the stand-in driver must be on the library path when Python starts
         sys.path.insert(0, str(ROOT / "utilities"))
-        from kernel_lab.tensor_cores.offline import stand_in_driver
+        from kernel_lab.tensor_cores.offline import stand_in_environment
 
-        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
-                   LD_LIBRARY_PATH=f"{stand_in_driver()}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+        env = stand_in_environment()
         sys.exit(subprocess.call([sys.executable, __file__, "--child", *sys.argv[1:]], env=env))
     sys.path.insert(0, str(ROOT / "utilities"))
     import kernel_lab  # noqa: F401  (GPU target: NUMBA_ENABLE_CUDASIM=0 set by the wrapper)

@@ -106,10 +106,9 @@ def main():
     args = p.parse_args()
     if not args.child:  # re-run with the stand-in driver on the library path (read at process start)
         sys.path.insert(0, str(ROOT / "utilities"))
-        from kernel_lab.tensor_cores.offline import stand_in_driver
+        from kernel_lab.tensor_cores.offline import stand_in_environment
 
-        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
-                   LD_LIBRARY_PATH=f"{stand_in_driver()}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+        env = stand_in_environment()
         sys.exit(subprocess.call([sys.executable, __file__, "--child", *sys.argv[1:]], env=env))
     shapes = []
     for s in args.shapes.split(","):

@@ -332,10 +332,9 @@ def main():
     args = p.parse_args()
     sys.path.insert(0, str(ROOT / "utilities"))
     if not args.child:  # the stand-in libcuda must be on the library path when the process starts
-        from kernel_lab.tensor_cores.offline import stand_in_driver
+        from kernel_lab.tensor_cores.offline import stand_in_environment
 
-        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", PYTHONPATH=str(ROOT / "utilities"),
-                   LD_LIBRARY_PATH=f"{stand_in_driver()}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+        env = stand_in_environment(PYTHONPATH=str(ROOT / "utilities"))
         sys.exit(subprocess.call([sys.executable, __file__, "--child", *sys.argv[1:]], env=env))
     import kernel_lab  # noqa: F401  (GPU target: NUMBA_ENABLE_CUDASIM=0 set above)
 

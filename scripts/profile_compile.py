@@ -159,10 +159,9 @@ def main():
     if args.child:
         return child(args)
     sys.path.insert(0, str(ROOT / "utilities"))
-    from kernel_lab.tensor_cores.offline import stand_in_driver
+    from kernel_lab.tensor_cores.offline import stand_in_environment
 
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
-               LD_LIBRARY_PATH=f"{stand_in_driver()}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+    env = stand_in_environment()
     sys.exit(subprocess.call([sys.executable, __file__, "--child", *sys.argv[1:]], env=env))
 
 

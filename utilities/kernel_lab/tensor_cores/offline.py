@@ -57,6 +57,14 @@ def stand_in_driver(folder: str | os.PathLike | None = None, cuda_version: int =
     return folder
 
 
+def stand_in_environment(**extra) -> dict:
+    """The environment for a child process that compiles for a GPU with none present: Numba's real
+    CUDA target (not the simulator) and the stand-in driver first on ``LD_LIBRARY_PATH`` (the loader
+    reads it when the process starts, so a script re-runs itself with this). ``extra`` adds variables."""
+    return dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
+                LD_LIBRARY_PATH=f"{stand_in_driver()}:{os.environ.get('LD_LIBRARY_PATH', '')}", **extra)
+
+
 class _PretendDevice:
     def __init__(self, cc):
         self.compute_capability = tuple(cc)

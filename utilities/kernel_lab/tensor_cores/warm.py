@@ -362,10 +362,9 @@ def main(argv=None) -> int:
         # libmathdx loads libcuda.so.1 when it is imported and the loader reads LD_LIBRARY_PATH once
         # per process: run again with the stand-in driver first on it (the GPU's real driver, where
         # there is one, is not needed for compiling)
-        from .offline import stand_in_driver
+        from .offline import stand_in_environment
 
-        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
-                   LD_LIBRARY_PATH=f"{stand_in_driver()}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+        env = stand_in_environment()
         if p.cache_dir:
             env[ENV_CACHE_DIR] = str(p.cache_dir)
         return subprocess.call([sys.executable, "-m", "kernel_lab.tensor_cores.warm", "--child", *argv], env=env)
