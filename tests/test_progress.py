@@ -93,3 +93,20 @@ def test_both_console_scripts_are_declared():
     scripts = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["kernel-lab"] == "kernel_lab.cli:main"
     assert scripts["kernel-lab-exercises"] == "kernel_lab.exercises:main"  # kept for existing instructions
+
+
+def test_every_check_module_records_the_checks_it_passes():
+    """Each success line a check prints (``print(f"{name}: ...")``) sits next to its
+    ``progress.passed(name)``: a checks module added later cannot forget the learner's progress."""
+    import re
+    from pathlib import Path
+
+    checks = Path(progress.__file__).parent / "checks"
+    missing = []
+    for path in sorted(checks.glob("*.py")):
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            beside = lines[i - 1] + lines[i + 1] if i + 1 < len(lines) else lines[i - 1]
+            if re.match(r"\s*print\(f\"\{name\}", line) and "progress.passed(" not in beside:
+                missing.append(f"{path.name}:{i + 1}")
+    assert not missing, f"success messages without progress.passed(name) beside them: {missing}"

@@ -34,6 +34,7 @@ import warnings
 
 import numpy as np
 
+from .. import progress
 from ..attention import online, reference
 from ..check import CheckFailed, _mismatch, is_poison, poisoned_host, tolerance
 from ..environment import on_simulator
@@ -208,6 +209,7 @@ def check_online_softmax(launch, *, name: str = "online softmax", fmt="float32",
         if hint is None and empty.any() and (np.isnan(got_p[empty]).any() or np.isnan(got_l[empty]).any()):
             hint = "fully_masked_nan"
         raise CheckFailed(text + ("\n" + _named(hint) if hint else ""))
+    progress.passed(name)
     print(f"{name}: correct for all {len(cases)} cases ({', '.join(lb for lb, _ in cases)})")
 
 
@@ -284,6 +286,7 @@ def check_attention_forward(launch, *, name: str = "fused attention", head_dims=
                                f" (head_dim {d}, {'causal' if c else 'not causal'}, case '{label}', "
                                f"[batch, heads, seq] = {list(q.shape[:3])}, kv_lens = {lens.tolist()})", seed)
                 labels.append(label)
+    progress.passed(name)
     print(f"{name}: correct for head_dim {', '.join(map(str, head_dims))}, "
           f"{' and '.join('causal' if c else 'not causal' for c in causal)}, seq {seq}, "
           f"{len(set(labels))} cases each ({', '.join(dict.fromkeys(labels))})")
@@ -405,6 +408,7 @@ def check_attention_backward(launch, *, name: str = "attention backward", head_d
                 _judge_backward(name, got, q64, k64, v64, do64, lens, c, scale, fmt, context, seed,
                                 float(np.max(np.abs(_finite_part(ref_l)), initial=0.0)))
                 labels.append(label)
+    progress.passed(name)
     print(f"{name}: dQ, dK, dV correct for head_dim {', '.join(map(str, head_dims))}, "
           f"{' and '.join('causal' if c else 'not causal' for c in causal)}, seq {seq}, "
           f"{len(set(labels))} cases each ({', '.join(dict.fromkeys(labels))})")

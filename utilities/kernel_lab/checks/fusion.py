@@ -23,6 +23,7 @@ import secrets
 
 import numpy as np
 
+from .. import progress
 from ..check import CheckFailed, _GuardedOutput, _mismatch, tolerance
 from ..environment import on_simulator
 from ..validate import require_callable
@@ -157,6 +158,7 @@ def check_gemm_bias_relu(launch, *, name="GEMM + bias + ReLU", shapes=None, seed
         fails.run(label, lambda: _judge(name, ctx, got, guard, np.maximum(p + bias64, 0), fmt="float32", k=k,
                                         magnitude=mag, mistakes=mistakes, seed=seed))
     fails.raise_any([lb for lb, _ in shapes])
+    progress.passed(name)
     print(f"{name}: correct for all {len(shapes)} shapes ({', '.join(lb for lb, _ in shapes)})")
 
 
@@ -192,6 +194,7 @@ def check_bytes_moved(fn, *, name="bytes moved") -> None:
                 elif got == want // 4 or got * 4 == want:
                     msg += "\nThe mistake: elements, not bytes: a float32 is 4 bytes."
             raise CheckFailed(msg)
+    progress.passed(name)
     print(f"{name}: your counts match for both variants")
 
 
@@ -310,6 +313,7 @@ def check_conv(launch, *, name="3x3 convolution + bias + ReLU", relu=True, tile=
         fails.run(label, lambda: _judge(name, ctx, got, guard, ref, fmt="float32", k=9 * cin + 1,
                                         magnitude=magnitude(x, w, bias), mistakes=mistakes, seed=seed))
     fails.raise_any([lb for lb, _ in shapes])
+    progress.passed(name)
     print(f"{name}: correct for all {len(shapes)} shapes ({', '.join(lb for lb, _ in shapes)})")
 
 
@@ -410,6 +414,7 @@ def check_layernorm_gelu(launch, *, name="LayerNorm + GELU", dtype="float32", ma
                    mistakes=y_mistakes, seed=seed)
         fails.run(label, judge_all)
     fails.raise_any([lb for lb, _ in shapes])
+    progress.passed(name)
     print(f"{name} ({dt.name}): y, mean and rstd correct for all {len(shapes)} shapes "
           f"({', '.join(lb for lb, _ in shapes)})")
 
@@ -462,6 +467,7 @@ def check_epilogue(launch, epilogue: str, *, name=None, shapes=None, seed=None) 
         fails.run(label, lambda: _judge(name, ctx, got, guard, ref, fmt="float32", k=k + 2, magnitude=mag,
                                         mistakes=mistakes, seed=seed))
     fails.raise_any([lb for lb, _ in shapes])
+    progress.passed(name)
     print(f"{name}: correct for all {len(shapes)} shapes ({', '.join(lb for lb, _ in shapes)})")
 
 
@@ -512,4 +518,5 @@ def check_row_softmax(launch, *, name="GEMM + row softmax", shapes=None, seed=No
         fails.run(label, lambda: _judge(name, ctx, got, guard, ref, fmt="float32", k=k, magnitude=mag, atol=1e-30,
                                         mistakes=[(None, no_max), (None, partial_rows)], seed=seed))
     fails.raise_any([lb for lb, _ in shapes])
+    progress.passed(name)
     print(f"{name}: correct for all {len(shapes)} shapes ({', '.join(lb for lb, _ in shapes)})")

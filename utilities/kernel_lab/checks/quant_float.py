@@ -21,6 +21,7 @@ import secrets
 
 import numpy as np
 
+from .. import progress
 from ..check import CheckFailed, poisoned_host
 from ..environment import on_simulator
 from ..quant import fp8 as F
@@ -125,6 +126,7 @@ def check_fp8_decode(launch, fmt="E4M3", *, name=None, seed=None) -> None:
     failure = decode_failure(codes, got, f, name, seed)
     if failure:
         raise CheckFailed(failure)
+    progress.passed(name)
     print(f"{name}: all 256 codes exact (NaN and infinities included), {codes.size} elements")
 
 
@@ -211,6 +213,7 @@ def check_fp8_encode(launch, fmt="E4M3", saturate=True, *, name=None, seed=None,
     if failure:
         raise CheckFailed(failure)
     what = "every float16" if every else "600 float16 samples"
+    progress.passed(name)
     print(f"{name}: {x.size} inputs bit-exact (every tie and boundary, {what}, NaN, +-inf, +-0)")
 
 
@@ -366,6 +369,7 @@ def check_nvfp4_quantize(launch, *, name="NVFP4 quantize", seed=None) -> None:
                                  MX.NVFP4_BLOCK)
         if failure:
             raise CheckFailed(failure)
+    progress.passed(name)
     print(f"{name}: scales and packed codes bit-exact in all {len(cases)} cases (ties, zeros, -0, partial blocks)")
 
 
@@ -386,4 +390,5 @@ def check_mx_quantize(launch, elements="E2M1", *, name=None, seed=None) -> None:
                                  MX.MX_BLOCK)
         if failure:
             raise CheckFailed(failure)
+    progress.passed(name)
     print(f"{name}: scales and codes bit-exact in all {len(cases)} cases (ties, zeros, -0, partial blocks)")

@@ -29,6 +29,7 @@ import secrets
 
 import numpy as np
 
+from .. import progress
 from ..check import UNIT_ROUNDOFF, CheckFailed
 from ..environment import on_simulator
 from ..quant import integer as ref
@@ -229,6 +230,7 @@ def check_int8_quantize(launch, *, name: str = "int8 quantize", given_amax: bool
                                              f"(absmax {float(amax)!r} / 127) [seed={seed}]"] + ["Hint: " + h for h in hints]))
             if not np.array_equal(got_q, want_q):
                 _fail(name, case, got_q, want_q, _code_hints(got_q, x, want_s, -127, 127), seed)
+    progress.passed(name)
     print(f"{name}: bit-exact for all {len(sizes)} sizes ({', '.join(lb for lb, _ in sizes)}) and inputs "
           f"({', '.join(kinds)})")
 
@@ -256,6 +258,7 @@ def check_int8_dequantize(launch, *, name: str = "int8 dequantize", sizes=None, 
         elif np.isnan(got).any():
             hints.append(f"{int(np.isnan(got).sum())} outputs were never written (e.g. at {_where(np.isnan(got))}).")
         _fail(name, f"size {label} = {n}", got, want, hints, seed)
+    progress.passed(name)
     print(f"{name}: bit-exact for all {len(sizes)} sizes")
 
 
@@ -312,6 +315,7 @@ def check_affine_rows(launch, *, name: str = "affine uint8 per channel", seed=No
         _fail(name, "zero points", got_z, want_z, hints, seed)
     if not np.array_equal(got_q, want_q):
         _fail(name, "codes", got_q, want_q, _code_hints(got_q, x, want_s[:, None], 0, 255, want_z[:, None]), seed)
+    progress.passed(name)
     print(f"{name}: bit-exact on {rows} channels (zero points clamped at both ends, empty range, saturation, ties)")
 
 
@@ -386,6 +390,7 @@ def check_int4_quantize(launch, *, name: str = "int4 quantize", shapes=None, see
                          "one value in its low nibble. The odd tail was dropped (or its missing partner read "
                          "past the row): write it with a high nibble of 0.")
         _fail(name, case + ", packed bytes", got_p, want_p, hints, seed)
+    progress.passed(name)
     print(f"{name}: bit-exact for all {len(shapes)} shapes ({', '.join(lb for lb, _ in shapes)})")
 
 
@@ -421,6 +426,7 @@ def check_int4_dequantize(launch, *, name: str = "int4 dequantize", shapes=None,
         elif np.isnan(got).any():
             hints.append(f"{int(np.isnan(got).sum())} outputs were never written (e.g. at {_where(np.isnan(got))}).")
         _fail(name, f"shape {label}", got, want, hints, seed)
+    progress.passed(name)
     print(f"{name}: bit-exact for all {len(shapes)} shapes ({', '.join(lb for lb, _ in shapes)})")
 
 
@@ -482,6 +488,7 @@ def check_ternary_quantize(launch, *, name: str = "ternary quantize", shapes=Non
             hints.append(f"only the last byte of each row is wrong: {cols} is not a multiple of 4, the last byte "
                          "holds the tail's codes (the rest of its bits 0).")
         _fail(name, case + ", packed codes", got_p, want_p, hints, seed)
+    progress.passed(name)
     print(f"{name}: bit-exact for all {len(shapes)} shapes ({', '.join(lb for lb, _ in shapes)})")
 
 
@@ -508,6 +515,7 @@ def check_int8_rows(launch, *, name: str = "int8 per token", shapes=None, seed=N
             _fail(name, f"shape {label}, scales", got_s, want_s, hints, seed)
         if not np.array_equal(got_q, want_q):
             _fail(name, f"shape {label}, codes", got_q, want_q, _code_hints(got_q, x, want_s[:, None], -127, 127), seed)
+    progress.passed(name)
     print(f"{name}: bit-exact for all {len(shapes)} shapes")
 
 
@@ -562,6 +570,7 @@ def check_ternary_gemm(launch, *, name: str = "ternary gemm", shapes=None, seed=
                     h.append("the scales were left out: multiply the integer sum by a_scale[m] * w_scale.")
             return h
         _float_result(name, f"shape {label}", got, want, mag, seed, hints)
+    progress.passed(name)
     print(f"{name}: correct for all {len(shapes or gemm_shapes())} shapes")
 
 
@@ -615,6 +624,7 @@ def check_int8_gemm(launch, *, name: str = "int8 gemm", epilogue: bool = False, 
                     return ["one scale for the whole matrix: a_scale is per row m (token), b_scale per column n."]
             return []
         _float_result(name, f"shape {label}", got, want, mag, seed, hints)
+    progress.passed(name)
     print(f"{name}: {'correct' if epilogue else 'bit-exact'} for all {len(shapes)} shapes")
 
 
@@ -659,4 +669,5 @@ def check_w4a8_gemm(launch, *, name: str = "w4a8 gemm", shapes=None, seed=None) 
                              "(16 words of 8 values per group of 128).")
             return h
         _float_result(name, f"shape {label}", got, want, mag, seed, hints)
+    progress.passed(name)
     print(f"{name}: correct for all {len(shapes)} shapes")

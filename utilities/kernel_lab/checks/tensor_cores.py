@@ -38,6 +38,7 @@ import textwrap
 import numpy as np
 from numba import cuda  # kernel_lab (imported first, as the package's parent) chose GPU or simulator
 
+from .. import progress
 from ..check import CheckFailed, is_poison, poisoned_host
 from ..environment import on_simulator
 from ..validate import KernelLabArgumentError, require_callable
@@ -146,6 +147,7 @@ def check_bias_gelu(fn, *, name: str = "bias + GELU epilogue", seed: int = 0) ->
     want = _gelu_tanh(x)
     rtol, atol = 2e-5, 2e-6 * (1.0 + np.abs(x))
     if _close(got, want, rtol, atol):
+        progress.passed(name)
         print(f"{name}: correct ({m * n} values, x from {x.min():.1f} to {x.max():.1f})")
         return
     _diagnose(name, got, want, [
@@ -278,6 +280,7 @@ def check_quantize(fn, *, name: str = "quantizing epilogue") -> None:
             raise CheckFailed(f"{name}: on a GPU the compiler fuses this multiply and add into one FMA ({why}); "
                               f"it rounds once, and codes next to a half-integer come out one lower. Multiply "
                               f"with mul_rn(a, b) (epilogues.mul_rn()), a product the compiler may not fuse")
+    progress.passed(name)
     print(f"{name}: correct, bit for bit ({got.size} codes: ties, negatives, clamps, sums above 2^24)")
 
 
@@ -385,6 +388,7 @@ def check_softmax_partial(build, *, name: str = "row softmax, first pass", tile_
         _diagnose(name, gsum, sb, [("row_sum holds the number of columns: add the exponentials, not 1",
                                     np.stack([np.minimum(n - t * TN, TN) * np.ones((batch, m)) for t in range(tiles)], 2))],
                   1e-4, 1e-30, " in row_sum (the sum of the values store wrote)")
+    progress.passed(name)
     print(f"{name}: correct ({batch} x {m} x {n} in {tile_m} x {tile_n} tiles; rows reaching exp(+-200) included)")
 
 
@@ -410,6 +414,7 @@ def check_softmax_second_pass(second_pass, *, name: str = "row softmax, second p
     if np.array_equal(got, e.astype(np.float32)):
         raise CheckFailed(f"{name}: the exercise is not done yet (out is unchanged)")
     if _close(got, want, rtol, atol):
+        progress.passed(name)
         print(f"{name}: correct ({batch} x {m} rows of {n}, {mb.shape[2]} tiles each)")
         return
     M = mb.max(axis=2, keepdims=True)
@@ -515,6 +520,7 @@ def check_im2col_load(load, *, name: str = "implicit-GEMM gather (im2col)") -> N
             ("column order: columns are (c, r, s) with s fastest, the channel slowest (the filters' layout)",
              _im2col_variant(x, R, S, P, cols="r,s,c")),
         ], 0.0, 0.0)
+    progress.passed(name)
     print(f"{name}: correct for {len(cases)} geometries (padding 0, 1 and 2, R != S, several images)")
 
 
@@ -551,6 +557,7 @@ def check_int4_load(load, *, name: str = "int4 unpacking") -> None:
     got = out.copy_to_host().astype(np.int64)
     want = vals.astype(np.int64)
     if np.array_equal(got, want):
+        progress.passed(name)
         print(f"{name}: correct (all 16 values in both nibbles, {K} x {N})")
         return
     swapped = want.copy()
@@ -631,6 +638,7 @@ def check_batched_load(load, *, name: str = "batched loader") -> None:
         bad = tuple(int(i) for i in np.argwhere(got != want)[0])
         raise CheckFailed(f"{label}: {int((got != want).sum())} elements wrong; first out{list(bad)}: got "
                           f"{got[bad]}, expected {want[bad]}")
+    progress.passed(name)
     print(f"{name}: correct (per-batch and shared operands, {batch} batches, zero fill past the edges)")
 
 
@@ -701,6 +709,7 @@ def check_tuner_search(search, *, name: str = "tuner search") -> None:
     try:
         result = search(cands, timer)
     except Exception:  # noqa: BLE001 - expected: nothing to pick
+        progress.passed(name)
         print(f"{name}: correct (failed candidates recorded, nan refused, fastest kept, all-failed raises)")
         return
     raise CheckFailed(f"{name}: when every candidate fails there is no best: raise (RuntimeError) instead of "
@@ -759,4 +768,5 @@ def check_cache_lookup(lookup, *, name: str = "tuner cache lookup") -> None:
                           f"tuner measures again, got {got!r}")
     if repr(entries) != snapshot:
         raise CheckFailed(f"{name}: lookup changed the cache entries; it must only read them")
+    progress.passed(name)
     print(f"{name}: correct (exact key, misses for another shape, version and dtypes, stale winner refused)")
