@@ -461,3 +461,19 @@ def test_sm_limits_table():
     assert wo.sm_limits((7, 0)).smem_reserved_per_block == 0 and wo.sm_limits((7, 0)).smem_alloc_unit == 256
     with pytest.raises(KernelLabArgumentError, match="no SM limits for compute capability 1.0"):
         wo.sm_limits((1, 0))
+
+
+@pytest.mark.parametrize("n", [1 << 22, (1 << 22) + 7])
+def test_compaction_accepts_a_right_result_at_the_gpu_size(n):
+    # The GPU's "large" case has 4M elements: past 2**21 the float32 inputs keep fewer fraction bits
+    # than key + fraction needs, and a value once rounded up to the next element's key, so a
+    # correct kernel failed on every GPU run (a false failure the simulator's small sizes hid).
+    rng = np.random.default_rng(5)
+    x = wo._compaction_input(n, 0.45, 0.1, rng)
+    keys = np.floor(np.abs(x.astype(np.float64)))
+    assert len(np.unique(keys[x != 0])) == np.count_nonzero(x != 0)  # every value names its own element
+    kept = x[x > 0]
+    got = rng.permutation(kept)  # the order across warps is free without keep_warp_order
+    out = np.concatenate([got, wo.poisoned_host(n - kept.size, np.float32)])
+    guard = wo.poisoned_host(wo._GUARD, np.float32)
+    assert wo._compaction_problem(x, out, guard, kept.size, keep_warp_order=False) is None

@@ -39,6 +39,10 @@ Numba's CUDA simulator (no GPU found: simulator). The modules, one job each:
 from .environment import choose_backend as _choose_backend
 
 BACKEND = _choose_backend()  # must run before anything imports numba.cuda
+if BACKEND == "gpu":  # cuda.ldcv/ldcg as loads the compiler may not move (see cache_hint_loads)
+    from .cache_hint_loads import install as _install_ordered_loads
+
+    _install_ordered_loads()
 
 from .environment import NotebookGated, current, gpu_info, on_simulator, setup  # noqa: E402
 from .sizes import adversarial_shapes, adversarial_sizes, blocks_for, sizes  # noqa: E402

@@ -396,6 +396,11 @@ def _compaction_input(n, positive, zeros, rng):
     stored in a narrower format is no longer a value of x."""
     key = rng.permutation(n) + 1
     magnitude = (key + rng.uniform(0.05, 0.95, n)).astype(np.float32)
+    # Past 2**21 float32 keeps fewer fraction bits than the fraction has, and key + 0.9 can round up
+    # to key + 1, naming another element (a correct kernel then "fails"): there, use the float32
+    # just above the key, whose integer part is still the key (n stays below 2**23).
+    renamed = np.floor(magnitude) != key
+    magnitude[renamed] = np.nextafter(key[renamed].astype(np.float32), np.float32(np.inf))
     u = rng.random(n)
     sign = np.where(u < positive, 1.0, -1.0).astype(np.float32)
     x = sign * magnitude

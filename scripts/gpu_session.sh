@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# One call of a lent-GPU session that stores notebook outputs under a deadline, for sessions whose
+# device time is short and whose machine stays warm between calls:
+#   - installs the carried wheels (.whl/) once per machine,
+#   - starts, once per machine and in its own process session (so it outlives this call), the
+#     cuBLASDx compile-cache warm-up for modules 07 then 06 (kernel_lab.tensor_cores.warm), so the
+#     notebooks of those modules compile their kernels in seconds when their turn comes,
+#   - stores each notebook given, in order, skipping any that would start after the deadline and
+#     stopping one that would run past it; a module 06/07 notebook waits for its warm-up first,
+#   - skips a notebook this machine already ran in an earlier call (stored or failed; RETRY="nb ..."
+#     runs those again), so every call can name the whole list,
+#   - returns, after every notebook, the notebooks stored so far (stored.tar.gz), the failed
+#     notebooks' partial runs (failed/), and the logs.
+# Usage: DEADLINE=560 [WARM=0] scripts/gpu_session.sh notebook ...
+set -uo pipefail
+cd "$(dirname "$0")/.."
+t0=$(date +%s)
+deadline=${DEADLINE:-560}
+out=${OUT:-/tmp/gpu_session}; mkdir -p "$out/failed"
+export PYTHONPATH=$PWD/utilities:${PYTHONPATH:-}
+export PYTHONUNBUFFERED=1
+export KERNEL_LAB_CACHE_DIR=${KERNEL_LAB_CACHE_DIR:-/tmp/klcache}
+export KERNEL_LAB_FAILED_DIR=$out/failed
+export CUBLAS_EMULATION_STRATEGY=${CUBLAS_EMULATION_STRATEGY:-eager}
+log=$out/session.log
+say() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$log"; }
+
+if ! python3 -c "import nvmath, nbclient, nbval" 2>/dev/null && [ -d .whl ]; then
+  python3 -m pip install -q --no-index --find-links .whl nvmath-python nvidia-libmathdx-cu13 \
+    nvidia-cuda-cccl nbval nbclient ipykernel "numpy<2.5" || exit 1
+  say "wheels installed"
+fi
+warm_dir=/tmp/kl_warm
+if [ "${WARM:-1}" = 1 ] && [ ! -d $warm_dir ]; then  # WARM=0: no module 06/07 notebook follows
+  mkdir -p $warm_dir
+  setsid bash -c "python3 -m kernel_lab.tensor_cores.warm --arch sm_90 --modules 07 > $warm_dir/07.log 2>&1; \
+    touch $warm_dir/07.done; python3 -m kernel_lab.tensor_cores.warm --arch sm_90 --modules 06 \
+    > $warm_dir/06.log 2>&1; touch $warm_dir/06.done" < /dev/null > /dev/null 2>&1 &
+  say "warm-up started"
+fi
+
+stored=(); done_dir=/tmp/kl_done; mkdir -p $done_dir
+for nb in "$@"; do
+  mark=$done_dir/$(basename "$nb")
+  if [ -f "$mark" ] && [[ " ${RETRY:-} " != *" $nb "* ]]; then continue; fi
+  case "$nb" in *06-tensor-cores*) need=06;; *07.3-*|*07.4-*|*07.5-*|*07.6-*) need=07;; *) need="";; esac
+  while [ -n "$need" ] && [ ! -f $warm_dir/$need.done ] && [ $(( $(date +%s) - t0 )) -lt $(( deadline - 60 )) ]; do
+    sleep 5
+  done
+  left=$(( deadline - ($(date +%s) - t0) ))
+  if [ $left -lt 45 ]; then say "SKIPPED (deadline) $nb"; continue; fi
+  say "start $nb (${left} s left)"
+  timeout $left python3 -m kernel_lab.store_outputs "$nb" 2>&1 | grep -v IPKernelApp | tee -a "$log"
+  [ "${PIPESTATUS[0]}" = 0 ] && stored+=("$nb")
+  touch "$mark"
+  [ ${#stored[@]} -gt 0 ] && tar czf "$out/stored.tar.gz" "${stored[@]}"
+  cp $warm_dir/*.log "$out/" 2>/dev/null
+done
+say "done: ${#stored[@]} of $# stored"
+tail -3 $warm_dir/*.log 2>/dev/null | tee -a "$log"
