@@ -70,7 +70,7 @@ def scan_lookback(path=HERE / "scan-decoupled-lookback.svg"):
         arrow(ax, (j + 1) * 2.0 + 0.3, 5.4, j * 2.0 + 1.2, 5.4, color="#b5651d", lw=1.0)
         ax.text(j * 2.0 + 1.5, 5.8 if j % 2 else 6.0, label, ha="center", fontsize=7, color="#b5651d")
     ax.text(0, 1.8, "Publish: write the value, cuda.threadfence(), then set the flag (atomic).   "
-                    "Look back: read the flag (cuda.ldcv), cuda.threadfence(), then the value (cuda.ldcg).\n"
+                    "Look back: poll the flag with an acquire load (kl.load_acquire), then read the value.\n"
                     "Tiles are numbered by a ticket (an atomic counter), in the order blocks start: a block never "
                     "waits for a tile whose block has not started.", fontsize=8, va="top")
     save(fig, ax, path, (-0.3, 24), (0, 12.2))

@@ -1,4 +1,5 @@
-"""cuda.ldcv / cuda.ldcg compile to loads the compiler may not move (kernel_lab.cache_hint_loads).
+"""cuda.ldcv / cuda.ldcg compile to loads the compiler may not move (kernel_lab.cache_hint_loads), and
+kl.load_acquire to an acquire load (kernel_lab.acquire), the one a look-back polls its flags with.
 
 numba-cuda emits them as side-effect-free inline PTX, which NVVM hoisted out of a polling loop (the
 PTX of `while f == 0: f = cuda.ldcv(flags, j)` became a branch to itself) and which let module 02's
@@ -30,6 +31,10 @@ for op in ("ca", "cg", "cs", "lu", "cv"):
 fn = ir.FunctionType(ir.IntType(32), [ir.IntType(32).as_pointer()])
 text = str(chl.load_asm(fn, "cv", 32))
 assert "sideeffect" in text and "~{memory}" in text and "ld.global.cv.b32" in text, text
+from kernel_lab import acquire
+assert kernel_lab.load_acquire is acquire.load_acquire and hasattr(kernel_lab.load_acquire, "_defn")  # an intrinsic
+text = str(acquire.acquire_asm(fn, 32))
+assert "sideeffect" in text and "~{memory}" in text and "ld.acquire.gpu.global.b32" in text, text
 print("ok")
 """
 
@@ -46,3 +51,13 @@ def test_the_unpatched_asm_is_what_the_fix_is_for():
     # The defect the module exists for: numba-cuda's own load is built without side effects.
     from numba.cuda import cache_hints as ch  # the simulator has none: skip there
     assert "side_effect=True" not in Path(ch.__file__).read_text()
+
+
+def test_load_acquire_is_a_plain_read_in_the_simulator():
+    import numpy as np
+
+    import kernel_lab as kl
+
+    if not kl.on_simulator():
+        pytest.skip("the simulator's version")
+    assert kl.load_acquire(np.array([3, 4], np.int32), 1) == 4

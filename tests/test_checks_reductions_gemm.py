@@ -171,11 +171,10 @@ def scan_flag_first(x, out, ticket, flags, aggregates, prefixes):
         exclusive = float32(0)
         j = tile - 1
         while j >= 0:
-            f = cuda.ldcv(flags, j)
+            f = kl.load_acquire(flags, j)
             if f == 0:
                 continue
-            cuda.threadfence()
-            exclusive += cuda.ldcg(prefixes, j)
+            exclusive += prefixes[j]
             break
         cuda.atomic.exch(flags, tile, 2)  # BUG: published before the value below
         prefixes[tile] = exclusive + total
@@ -203,7 +202,7 @@ def test_missing_fence_and_plain_polling_are_named_from_the_source():
         flags[0] = 1
         return cuda.atomic.add(flags, 0, 0)
     hints = checks._source_hints(no_fence)
-    assert any("no cuda.threadfence()" in h for h in hints) and any("cuda.ldcv" in h for h in hints)
+    assert any("no cuda.threadfence()" in h for h in hints) and any("kl.load_acquire" in h for h in hints)
     assert checks._source_hints(scans.scan_single_pass) == []
 
 

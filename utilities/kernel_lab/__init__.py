@@ -49,6 +49,7 @@ from .sizes import adversarial_shapes, adversarial_sizes, blocks_for, sizes  # n
 from .check import CheckFailed, check_array, check_kernel, tolerance  # noqa: E402
 from .bench import Measurement, benchmark, compare, rooflines, sweep  # noqa: E402
 from .plots import plot_bars, plot_roofline  # noqa: E402
+from .acquire import load_acquire  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -57,5 +58,5 @@ __all__ = [
     "sizes", "adversarial_sizes", "adversarial_shapes", "blocks_for",
     "CheckFailed", "check_array", "check_kernel", "tolerance",
     "Measurement", "benchmark", "compare", "rooflines", "sweep",
-    "plot_bars", "plot_roofline",
+    "plot_bars", "plot_roofline", "load_acquire",
 ]

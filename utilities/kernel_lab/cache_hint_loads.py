@@ -1,13 +1,17 @@
-"""Make ``cuda.ldcv``, ``cuda.ldcg`` and the other cache-hint loads safe to poll with.
+"""Keep ``cuda.ldcv``, ``cuda.ldcg`` and the other cache-hint loads where the program puts them.
 
 numba-cuda emits each cache-hint load (``ld.global.cv``, ``.cg``, ``.ca``, ``.cs``, ``.lu``) as an
 inline-PTX call with no side effect and no memory clobber. LLVM and NVVM treat such an asm
 statement as a pure function of its operands (it "reads no memory"; the CUDA inline-PTX guide says
 so, and LLVM's NVPTX back end models it that way since llvm/llvm-project#130675). The compiler may
 then move the load above ``cuda.threadfence()``, out of a polling loop, or merge two loads of the same
-address. A decoupled look-back that polls a flag with ``cuda.ldcv`` and then reads the value with
-``cuda.ldcg`` can therefore read the value *before* the flag that announced it: on an H100 module
-02's single-pass scan read a predecessor's total before it was written, one tile in ten thousand.
+address: compiled for sm_90, ``while f == 0: f = cuda.ldcv(flags, j)`` became a branch to itself
+that never reloads, and a value read with ``cuda.ldcg`` after a flag is free to move before it.
+
+This fixes the compiler's view of these loads, not their meaning: they stay *weak* loads (``.cv``
+and ``.cg`` are cache hints), and ptxas may still assume that no other thread changes what they read.
+On an H100 it removed a ``cuda.ldcv`` polling loop outright. Poll a flag with ``kl.load_acquire``
+(``kernel_lab.acquire``); ``cuda.ldcg`` is then fine for the values read after it.
 
 ``install()`` swaps numba-cuda's load intrinsics for ones whose asm is marked as having side effects
 and clobbering memory (what ``asm volatile(... ::: "memory")`` means in CUDA C++), so each load

@@ -47,6 +47,7 @@ def _cuda():
 cuda = _cuda()
 from numba import float32, float64, int32, int64, uint32, uint64  # noqa: E402
 
+from .acquire import load_acquire  # noqa: E402
 from .vector_loads import load4, store4  # noqa: E402
 
 
@@ -463,8 +464,8 @@ def look_back_warp(tile, flags, aggregates, prefixes):
 
     32 predecessors per round: lane ``j`` watches tile ``window - j``. The round waits until all
     32 have published something, then sums, from the nearest one, the aggregates up to and
-    including the nearest inclusive prefix. Reads go around L1: ``ldcv`` for the flags (polled),
-    ``ldcg`` for the values, after a fence that orders them behind the flags.
+    including the nearest inclusive prefix. The flags are polled with ``load_acquire`` (an acquire
+    load, executed every time and ordering the value reads after it; see ``kernel_lab.acquire``).
     """
     lane = cuda.threadIdx.x % 32
     exclusive = float32(0)
@@ -473,14 +474,13 @@ def look_back_warp(tile, flags, aggregates, prefixes):
         j = window - lane
         f = int32(FLAG_PREFIX)  # before the first tile: a prefix of 0
         if j >= 0:
-            f = cuda.ldcv(flags, j)
+            f = load_acquire(flags, j)
         while not cuda.all_sync(FULL_MASK, f != FLAG_NONE):  # the whole warp waits together
             if f == FLAG_NONE:
-                f = cuda.ldcv(flags, j)
-        cuda.threadfence()  # the values below are read after the flags that announced them
+                f = load_acquire(flags, j)
         v = float32(0)
-        if j >= 0:
-            v = cuda.ldcg(prefixes, j) if f == FLAG_PREFIX else cuda.ldcg(aggregates, j)
+        if j >= 0:  # read after the acquire load that saw the flag: the published value
+            v = prefixes[j] if f == FLAG_PREFIX else aggregates[j]
         has_prefix = cuda.ballot_sync(FULL_MASK, f == FLAG_PREFIX)
         if has_prefix != 0:
             nearest = cuda.ffs(has_prefix) - 1  # lowest lane = nearest tile with a prefix

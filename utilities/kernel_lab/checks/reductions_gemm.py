@@ -276,10 +276,11 @@ def _source_hints(kernel) -> list[str]:
                      "visible to other blocks in either order. Write the value, cuda.threadfence(), then set the "
                      "flag; read the flag, cuda.threadfence(), then the value. (The simulator's memory is "
                      "sequentially consistent, so only this reading of the source can tell.)")
-    if "ldcv" not in source and "atomic" in source:
-        hints.append("the flags are polled with plain loads: the compiler may keep the first value in a register "
-                     "and loop forever, and L1 may hold an old copy. Poll with cuda.ldcv(flags, j) (a volatile "
-                     "load) and read published values with cuda.ldcg (from L2).")
+    if "load_acquire" not in source and "atomic" in source:
+        hints.append("the flags are not polled with an acquire load: a plain load, or cuda.ldcv, may be read once "
+                     "(the compiler keeps it in a register, or removes the polling loop: on an H100 the "
+                     "assembler did) and later reads may be served before it. Poll with "
+                     "kl.load_acquire(flags, j), then read the published value.")
     return hints
 
 

@@ -1,0 +1,70 @@
+"""``kl.load_acquire(array, i)``: the load that polls a flag another block sets.
+
+A decoupled look-back waits for a predecessor's flag: ``while f == FLAG_NONE: f = <load>``. The load
+must be one the compilers may neither keep in a register nor drop, and the reads after it must see
+what was written before the flag. Numba has no such load:
+
+* ``flags[j]`` is a weak load: the loop may read it once;
+* ``cuda.ldcv(flags, j)`` is a weak load too (``.cv`` is only a cache hint). On an H100, ptxas
+  removed the polling loop of module 02's look-back altogether (the SASS reads the flag once and
+  treats "nothing published" as "aggregate published"), so a tile read a total that was never
+  written: the NaN the single-pass scan produced.
+
+This module gives one: PTX ``ld.acquire.gpu.global`` (sm_70 and newer), emitted as inline PTX that
+has side effects and clobbers memory, so that NVVM keeps it where it is and ptxas must execute it
+every time. *Acquire* means that no read after it is performed before it: once the flag says
+"published", the value behind it is read from memory as the publisher left it, with no fence
+between. The publisher still writes the value, ``cuda.threadfence()``, then the flag.
+
+In the simulator it is a plain read and a scheduling point of the interleaved block schedules (as
+``cuda.ldcv`` is there).
+"""
+
+from __future__ import annotations
+
+from .environment import on_simulator
+
+__all__ = ["load_acquire"]
+
+
+def acquire_asm(fn_type, bits: int):
+    """``ld.acquire.gpu.global.b<bits>`` as inline PTX with side effects and a memory clobber."""
+    from llvmlite import ir
+    from numba.cuda.cache_hints import CONSTRAINT_MAP
+
+    return ir.InlineAsm(fn_type, f"ld.acquire.gpu.global.b{bits} $0, [$1];",
+                        f"={CONSTRAINT_MAP[bits]},l,~{{memory}}", side_effect=True)
+
+
+def _gpu_load_acquire():
+    from llvmlite import ir
+    from numba.cuda import cache_hints as ch
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def load_acquire(typingctx, array, index):
+        ch._validate_arguments("load_acquire", array, index)
+        ch._validate_bitwidth("load_acquire", array)
+
+        def codegen(context, builder, sig, args):
+            array_type, index_type = sig.args
+            loaded = context.get_value_type(array_type.dtype)
+            bits = array_type.dtype.bitwidth
+            ptr = ch._get_element_pointer(context, builder, index_type, args[1], array_type, args[0])
+            asm = acquire_asm(ir.FunctionType(loaded, [loaded.as_pointer()]), bits)
+            return builder.call(asm, [ptr])
+
+        return array.dtype(array, index), codegen
+
+    return load_acquire
+
+
+def _simulated_load_acquire(array, i):
+    """The simulator's: memory there is sequentially consistent; the read is a scheduling point."""
+    from .simulator.grid import scheduling_point
+
+    scheduling_point("kl.load_acquire (an acquire read)", defer=True)
+    return array[i]
+
+
+load_acquire = _simulated_load_acquire if on_simulator() else _gpu_load_acquire()
