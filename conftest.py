@@ -51,6 +51,18 @@ def notebook_requirements(path: Path) -> list[str]:
     return []
 
 
+SANITIZE = Path(__file__).resolve().parent / "tests" / "nbval_sanitize.cfg"
+
+
+def pytest_configure(config):
+    # What nbval may ignore between a GPU's stored outputs and a simulator run (which cases a check
+    # ran, a per-backend configuration): tests/nbval_sanitize.cfg says it, with why. Set here, with an
+    # absolute path, so that every way of starting pytest uses it; a command line that names its own
+    # file wins.
+    if getattr(config.option, "nbval_sanitize_with", "unset") is None:
+        config.option.nbval_sanitize_with = str(SANITIZE)
+
+
 PENDING_GPU_OUTPUTS = "stored GPU outputs pending: run scripts/gpu_suite.sh on a GPU to store them"
 
 
