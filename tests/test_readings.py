@@ -151,13 +151,13 @@ def test_a_single_drifted_launch_time_names_the_sentence_to_update():
     changed = 0
     for cell in drifted.cells:
         for output in cell.get("outputs", []):
-            if "29.2 us per launch" in output.get("text", ""):
-                output["text"] = output["text"].replace("29.2 us per launch", "41.7 us per launch")
+            if "57.8 us per launch" in output.get("text", ""):
+                output["text"] = output["text"].replace("57.8 us per launch", "41.7 us per launch")
                 changed += 1
     assert changed == 1
     assert readings.check_notebook(path, nb) == []
     problems = readings.check_notebook(path, drifted)
-    assert problems and all("29.2 µs" in p.sentence for p in problems), "\n".join(map(str, problems))
+    assert problems and all("57.8 µs" in p.sentence for p in problems), "\n".join(map(str, problems))
     assert "41.7 us" in problems[0].message
 
 
