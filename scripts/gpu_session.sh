@@ -60,7 +60,7 @@ for nb in "$@"; do
   left=$(( deadline - ($(date +%s) - t0) ))
   if [ $left -lt 45 ]; then say "SKIPPED (deadline) $nb"; continue; fi
   say "start $nb (${left} s left)"
-  timeout $left python3 -m kernel_lab.store_outputs "$nb" 2>&1 | grep -v IPKernelApp | tee -a "$log"
+  timeout -s INT -k 20 $left python3 -m kernel_lab.store_outputs "$nb" 2>&1 | grep -v IPKernelApp | tee -a "$log"
   [ "${PIPESTATUS[0]}" = 0 ] && stored+=("$nb")
   touch "$mark"
   [ ${#stored[@]} -gt 0 ] && tar czf "$out/stored.tar.gz" "${stored[@]}"

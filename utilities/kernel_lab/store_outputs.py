@@ -58,10 +58,23 @@ def store(path: Path, timeout: int = 1800) -> float:
 
     nb = nbformat.read(path, as_version=4)
     start = time.time()
+    began = {}
+
+    def cell_start(cell, cell_index, **_):
+        began[cell_index] = time.time()
+
+    def cell_executed(cell, cell_index, **_):
+        # One line per code cell, as it finishes: a run stopped at a deadline then says which cell
+        # held it and where the time went before it.
+        if cell.cell_type == "code":
+            t = time.time()
+            print(f"  cell {cell_index:3d}: {t - began.get(cell_index, t):7.1f} s  (at {t - start:6.0f} s)", flush=True)
+
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", on_cell_start=cell_start,
+                       on_cell_executed=cell_executed,
                        resources={"metadata": {"path": str(path.parent)}}).execute()
-    except Exception:
+    except BaseException:  # KeyboardInterrupt too: a deadline's SIGINT still leaves the partial run
         # Keep what ran, for diagnosis, outside solutions/ (never as the stored reference).
         failed_dir = os.environ.get("KERNEL_LAB_FAILED_DIR")
         if failed_dir:
