@@ -312,3 +312,26 @@ def test_kernel_lab_warm_subcommand(capsys):
 
     assert cli.main(["warm", "--list", "--arch", "sm_100", "--modules", "07"]) == 0
     assert "sm_100 07 ozaki" in capsys.readouterr().out
+
+
+
+@pytest.mark.skipif(not HAVE_NVMATH, reason="needs nvmath-python (the cu13 extra)")
+def test_pretend_gpu_answers_as_a_gpu_process_does():
+    """The code-generation cache keys hold the target SM, and nvmath asks a real Hopper for
+    "9.0a": a warm-up that pretended "9.0" filled a cache no GPU process ever hit (06.1 then
+    regenerated every pipeline function, 216 s for one cell on an H100). Run where the warm-up
+    runs: a process with Numba's GPU target and the stand-in driver."""
+    from kernel_lab.tensor_cores import offline
+
+    script = (
+        "from kernel_lab.tensor_cores import offline\n"
+        "import nvmath.device.common as common, nvmath.device.common_cuda as cc\n"
+        "for want in [(9, 0), (10, 0), (8, 9)]:\n"
+        "    offline.pretend_gpu(want)\n"
+        "    got = cc.get_default_code_type().cc\n"
+        "    assert common.get_current_device_cc() == got\n"
+        "    print(got.major, got.minor, repr(got.arch))\n")
+    env = offline.stand_in_environment(PYTHONPATH=str(ROOT / "utilities"))
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split("\n")[:3] == ["9 0 'a'", "10 0 'a'", "8 9 ''"]

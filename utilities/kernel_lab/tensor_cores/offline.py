@@ -82,7 +82,11 @@ def pretend_gpu(cc=(9, 0)) -> None:
     from nvmath.device.common_cuda import ComputeCapability
 
     def current_cc():
-        return ComputeCapability(*cc)
+        # As nvmath's own get_current_device_cc answers on a real GPU: Hopper and later with the
+        # "a" (architecture-specific) suffix. Without it the code-generation cache keys (they hold
+        # the target SM) differ from a GPU process's, and a warm cache built here is never hit.
+        major, minor = cc[0], cc[1]
+        return ComputeCapability(major, minor, "a" if (major, minor) >= (9, 0) else "")
 
     common_cuda.get_current_device_cc = current_cc
     common.get_current_device_cc = current_cc

@@ -249,6 +249,25 @@ def ozaki_kernel_and_types(job: Job, cc):
     return kern, _numba_types(kern, values)
 
 
+def _pipeline_host_code(types) -> None:
+    """Generate the device functions a GPU process's ``DevicePipeline`` runs on the host side (the
+    one-thread kernels that build the pipeline's TMA state and tear it down): generating them is
+    libmathdx code generation like the kernel's own, so it fills the same cache; only their small
+    link and load need the GPU."""
+    from nvmath.device import cublasdx, cublasdx_backend
+    from nvmath.device.common_cuda import get_default_code_type
+
+    for t in types:
+        pipe = getattr(t, "pipeline", None) or getattr(t, "device_pipeline", None)
+        if not isinstance(pipe, cublasdx.DevicePipeline):
+            continue
+        mm_desc = cublasdx._blas_tensors_handle(pipe.mm)
+        pipe_desc = cublasdx._blas_device_pipeline_handle(pipe)
+        code_type = get_default_code_type()
+        cublasdx_backend._compile_blas_device_pipeline_init(mm_desc, pipe_desc, code_type=code_type)
+        cublasdx_backend._compile_blas_device_pipeline_destroy(mm_desc, pipe_desc, code_type=code_type)
+
+
 def compile_offline(job: Job, cc, timers=None) -> dict:
     """Compile ``job`` for compute capability ``cc`` the way a GPU process would (same Numba kernel
     object, same target options) and link it to a cubin; fills both caches. Returns timings."""
@@ -266,6 +285,7 @@ def compile_offline(job: Job, cc, timers=None) -> dict:
     kernel = _Kernel(dispatcher.py_func, types, **dispatcher.targetoptions)  # what Dispatcher.compile builds
     t_lower = time.perf_counter()
     kernel.library.get_cubin(cc=link_cc(cc))
+    _pipeline_host_code(types)
     t_link = time.perf_counter()
     return {"describe_s": t_describe - t0, "lower_s": t_lower - t_describe, "nvvm_link_s": t_link - t_lower,
             "total_s": t_link - t0}
