@@ -323,10 +323,11 @@ def check_softmax_partial(build, *, name: str = "row softmax, first pass", tile_
         raise KernelLabArgumentError(f"build(tile_m) must return (prepare, store, finish), got {fns!r}")
     prepare, store, finish = (_device_function(f, w) for f, w in zip(fns, ("prepare", "store", "finish")))
     TM, TN, NT = tile_m, tile_n, threads
+    STATS = 2 * TM  # a shared array's shape must be a constant: Numba does not fold 2 * TM inside the kernel
 
     @cuda.jit
     def harness(acc, out, row_max, row_sum, m, n, alpha):
-        stats = cuda.shared.array(shape=(2 * TM,), dtype=np.float32)
+        stats = cuda.shared.array(shape=(STATS,), dtype=np.float32)
         tid = cuda.threadIdx.x
         for i in range(tid, 2 * TM, NT):
             stats[i] = -math.inf if i < TM else np.float32(0)
