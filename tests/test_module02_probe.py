@@ -32,3 +32,26 @@ def test_the_probe_refuses_sim_on_a_gpu_and_explains():
     run = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_module02_probe.py"), "--sim"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 2 and "NUMBA_ENABLE_CUDASIM=1" in run.stderr
+
+
+def _sass(lines):
+    return "\n".join(f"        /*{16 * i:04x}*/                   {text} ;" for i, text in enumerate(lines))
+
+
+def test_main_loop_mix_counts_the_inner_loop_once_per_trip():
+    from kernel_lab.bench_sgemm import main_loop_mix
+
+    # prologue; outer loop [1, 9] holding an inner loop [2, 5] (3 FFMA + 1 LDS + branch) run twice
+    # per tile; then a longer edge-path loop that must not be taken for the main loop
+    lines = ["MOV R1, R2", "LDG.E.128 R4, desc[UR4][R2.64]", "LDS.128 R8, [R3]", "FFMA R10, R8, R9, R10",
+             "FFMA R11, R8, R9, R11", "@P0 BRA 0x20", "STS [R3], R4", "BAR.SYNC.DEFER_BLOCKING 0x0",
+             "IADD3 R3, R3, 0x40, RZ", "@P1 BRA 0x10",
+             "FFMA R12, R8, R9, R12", "IMAD R1, R1, R2, RZ", "IMAD R1, R1, R2, RZ", "IMAD R1, R1, R2, RZ",
+             "IMAD R1, R1, R2, RZ", "IMAD R1, R1, R2, RZ", "IMAD R1, R1, R2, RZ", "IMAD R1, R1, R2, RZ",
+             "IMAD R1, R1, R2, RZ", "IMAD R1, R1, R2, RZ", "IMAD R1, R1, R2, RZ", "@P2 BRA 0xa0", "EXIT"]
+    text = main_loop_mix(_sass(lines), fma_per_tile=4)
+    # per tile: outer 9 instructions + one more inner trip of 4 = 13, with 4 FFMA
+    assert text.startswith("main loop, per tile of K: 4 FFMA/DFMA among 13 instructions (31%)"), text
+    assert "inner loop (4 instructions, 50% FFMA/DFMA) runs 2x per tile of K" in text
+    assert "LDG 1" in text and "BAR 1" in text and "IMAD" not in text
+    assert main_loop_mix(_sass(["MOV R1, R2", "EXIT"])).endswith("no loop around them")

@@ -14,6 +14,8 @@ the FP32/FP64 FMA rates of this GPU measured by a small kernel (the "vector peak
 from __future__ import annotations
 
 import argparse
+import collections
+import re
 import statistics
 import sys
 import time
@@ -62,24 +64,21 @@ def kernel_resources(launch, c=None, a=None, b=None) -> str:
         kernel = _kernel_of(launch)
         if kernel is None or not kernel.overloads:
             return ""
-        sig = next(iter(kernel.overloads))
-        regs = kernel.get_regs_per_thread(sig)
-        local = kernel.get_local_mem_per_thread(sig)
+        # overloads maps argument-type tuples to compiled kernels (get_regs_per_thread wants a
+        # Signature, not that tuple: asked with the key, it raised and the column stayed empty)
+        compiled = next(iter(kernel.overloads.values()))
+        regs = compiled.regs_per_thread
+        local = compiled.local_mem_per_thread
         return f"{regs} regs" + (f", {local} B local (spills)" if local else "")
     except Exception:  # noqa: BLE001 - an informative extra; never fail the benchmark for it
         return ""
 
 
 def sass_summary(launch, c=None, a=None, b=None) -> str:
-    """Registers, spills and the instruction mix of a launcher's kernel, from its SASS.
-
-    The share of FFMA among the instructions between the first and the last FFMA (the main loop)
-    bounds the fraction of the FMA units' peak the kernel can reach. Needs ``nvdisasm`` (CUDA
-    toolkit) for the SASS; without it, only the registers.
-    """
-    import collections
-    import re
-
+    """Registers, spills and the instruction mix of the main loop of a launcher's kernel, from its
+    SASS (:func:`main_loop_mix`). The FFMA share of the loop's instructions bounds the fraction of
+    the FMA units' peak the kernel can reach. Needs ``nvdisasm`` (CUDA toolkit) for the SASS;
+    without it, only the registers."""
     if on_simulator():
         from .bench import SIMULATOR_NOTE
 
@@ -92,15 +91,71 @@ def sass_summary(launch, c=None, a=None, b=None) -> str:
             sass = next(iter(sass.values()))
     except Exception as exc:  # noqa: BLE001 - nvdisasm missing, or an old numba-cuda
         return f"{resources}; no SASS here ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})"
-    ops = re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", sass)
-    fma = [i for i, op in enumerate(ops) if op in ("FFMA", "DFMA")]
-    if not fma:
-        return f"{resources}; {len(ops)} instructions, no FFMA"
-    loop = ops[fma[0]: fma[-1] + 1]
-    mix = collections.Counter(op.split(".")[0] for op in loop)
-    top = ", ".join(f"{op} {k}" for op, k in mix.most_common(6))
-    return (f"{resources}; {len(ops)} instructions; main loop: {len(loop)} instructions, "
-            f"{100 * len(fma) / len(loop):.0f}% FFMA/DFMA ({top})")
+    cfg = getattr(launch, "config", None)
+    per_tile = None
+    if cfg is not None and hasattr(cfg, "wm_iter"):
+        per_tile = cfg.tm * cfg.wm_iter * cfg.tn * cfg.wn_iter * cfg.bk
+    return f"{resources}; {main_loop_mix(sass, fma_per_tile=per_tile)}"
+
+
+_SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
+
+
+def main_loop_mix(sass: str, fma_per_tile: int | None = None) -> str:
+    """What the hot loop of a GEMM kernel executes, read from its SASS text.
+
+    Counting every instruction between the first and last FFMA of the kernel mixes in code that
+    runs once (the edge path, the prologue): it said 36% FFMA for a loop that is 78% FFMA. Here the
+    loops are found from their backward branches; the main loop is the shortest loop that holds
+    FFMAs (the interior tiles' path, not the longer edge path), and when it holds an inner loop
+    (the k steps of one tile, not fully unrolled), the inner loop's instructions are counted once
+    per trip: ``fma_per_tile`` (FFMAs per thread per tile of K) says how many trips there are."""
+    ins = [(int(addr, 16), op.split(".")[0], rest) for addr, op, rest in _SASS_LINE.findall(sass)]
+    if not ins:
+        return "no SASS instructions found"
+    where = {addr: i for i, (addr, _, _) in enumerate(ins)}
+    loops = []
+    for i, (addr, op, rest) in enumerate(ins):
+        target = re.search(r"0x([0-9a-f]+)", rest) if op == "BRA" else None
+        if target and int(target.group(1), 16) < addr and int(target.group(1), 16) in where:
+            loops.append((where[int(target.group(1), 16)], i))
+    fma_ops = ("FFMA", "DFMA")
+
+    def count(lo, hi, ops=fma_ops):
+        return sum(1 for _, op, _ in ins[lo:hi + 1] if op in ops)
+
+    with_fma = [lp for lp in loops if count(*lp)]
+    if not with_fma:
+        total = count(0, len(ins) - 1)
+        return f"{len(ins)} instructions, {total} FFMA/DFMA, no loop around them"
+    # an outer loop: one that contains another FFMA loop; the interior path's is the shortest
+    outer = [lp for lp in with_fma if any(o != lp and lp[0] <= o[0] and o[1] <= lp[1] for o in with_fma)]
+    if outer:
+        main = min(outer, key=lambda lp: lp[1] - lp[0])
+        inner = max((o for o in with_fma if o != main and main[0] <= o[0] and o[1] <= main[1]),
+                    key=lambda lp: lp[1] - lp[0])
+    else:
+        main = inner = min(with_fma, key=lambda lp: lp[1] - lp[0])
+    n_main, n_inner = main[1] - main[0] + 1, inner[1] - inner[0] + 1
+    f_main, f_inner = count(*main), count(*inner)
+    trips = 1
+    if inner != main and fma_per_tile and f_inner:
+        trips = max(1, round((fma_per_tile - (f_main - f_inner)) / f_inner))
+    per_tile_ins = n_main + (trips - 1) * n_inner
+    per_tile_fma = f_main + (trips - 1) * f_inner
+    around = collections.Counter(op for _, op, _ in ins[main[0]:main[1] + 1] if op not in fma_ops)
+    if inner != main:
+        for _, op, _ in ins[inner[0]:inner[1] + 1]:
+            if op not in fma_ops:
+                around[op] -= 1
+    top = ", ".join(f"{op} {k}" for op, k in around.most_common(6) if k > 0)
+    unit = "per tile of K" if fma_per_tile else "per trip"
+    text = (f"main loop, {unit}: {per_tile_fma} FFMA/DFMA among {per_tile_ins} instructions "
+            f"({100 * per_tile_fma / per_tile_ins:.0f}%)")
+    if inner != main:
+        text += (f"; its inner loop ({n_inner} instructions, {100 * f_inner / n_inner:.0f}% FFMA/DFMA) runs "
+                 f"{trips}x {unit}")
+    return text + (f"; the rest: {top}" if top else "")
 
 
 def fma_peak_tflops(dtype=np.float32, *, iterations: int = 4096) -> float | None:
