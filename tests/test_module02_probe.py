@@ -55,3 +55,17 @@ def test_main_loop_mix_counts_the_inner_loop_once_per_trip():
     assert "inner loop (4 instructions, 50% FFMA/DFMA) runs 2x per tile of K" in text
     assert "LDG 1" in text and "BAR 1" in text and "IMAD" not in text
     assert main_loop_mix(_sass(["MOV R1, R2", "EXIT"])).endswith("no loop around them")
+
+
+def test_main_loop_mix_reads_nvdisasm_labels():
+    """Numba's inspect_sass (nvdisasm) names branch targets by label, not address."""
+    from kernel_lab.bench_sgemm import main_loop_mix
+
+    text = "\n".join([
+        "        /*0000*/                   MOV R1, R2 ;",
+        ".L_x_0:",
+        "        /*0010*/                   LDS.128 R8, [R3] ;",
+        "        /*0020*/                   FFMA R10, R8, R9, R10 ;",
+        "        /*0030*/               @P0 BRA `(.L_x_0) ;",
+        "        /*0040*/                   EXIT ;"])
+    assert main_loop_mix(text).startswith("main loop, per trip: 1 FFMA/DFMA among 3 instructions (33%)")

@@ -25,13 +25,10 @@ from kernel_lab.bench_sgemm import sass_summary  # noqa: E402
 
 G = sgemm.GemmTiles
 CANDIDATES = {"k8 (128x128x16, 256 thr)": G(128, 128, 16, 64, 32, 4, 4, 256, True),
-              "128x64x16, 128 thr, <=168 regs": G(128, 64, 16, 64, 32, 4, 4, 128, True, max_registers=168),
-              "128x64x32, 128 thr, <=168 regs": G(128, 64, 32, 64, 32, 4, 4, 128, True, max_registers=168),
-              "64x128, 128 thr, <=168 regs": G(64, 128, 16, 32, 64, 4, 4, 128, True, max_registers=168),
-              "128x64 warp 32x64, <=168 regs": G(128, 64, 16, 32, 64, 4, 4, 128, True, max_registers=168),
               "128x64 tm8, <=168 regs": G(128, 64, 16, 64, 32, 8, 4, 128, True, max_registers=168),
-              "64x64, 64 thr, <=168 regs": G(64, 64, 16, 64, 32, 4, 4, 64, True, max_registers=168),
-              "128x64x16, 128 thr, <=160 regs": G(128, 64, 16, 64, 32, 4, 4, 128, True, max_registers=160)}
+              "64x128 tm8, <=168 regs": G(64, 128, 16, 64, 32, 8, 4, 128, True, max_registers=168),
+              "128x64 tm8 tn8, <=168 regs": G(128, 64, 16, 64, 32, 8, 8, 128, True, max_registers=168),
+              "128x64x8 tm8, <=168 regs": G(128, 64, 8, 64, 32, 8, 4, 128, True, max_registers=168)}
 sizes = [int(s) for s in sys.argv[1:]] or [4096, 8192]
 
 rng = np.random.default_rng(7)

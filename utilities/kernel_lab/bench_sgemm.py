@@ -110,15 +110,32 @@ def main_loop_mix(sass: str, fma_per_tile: int | None = None) -> str:
     FFMAs (the interior tiles' path, not the longer edge path), and when it holds an inner loop
     (the k steps of one tile, not fully unrolled), the inner loop's instructions are counted once
     per trip: ``fma_per_tile`` (FFMAs per thread per tile of K) says how many trips there are."""
-    ins = [(int(addr, 16), op.split(".")[0], rest) for addr, op, rest in _SASS_LINE.findall(sass)]
+    # cuobjdump writes branch targets as addresses (BRA 0x1c40), nvdisasm (Numba's inspect_sass)
+    # as labels (BRA `(.L_x_3)) on a line of their own before the target instruction
+    ins, labels, pending = [], {}, []
+    for line in sass.splitlines():
+        label = re.match(r"\s*(\.L\w*):", line)
+        if label:
+            pending.append(label.group(1))
+            continue
+        m = _SASS_LINE.search(line)
+        if m:
+            addr = int(m.group(1), 16)
+            labels.update((name, addr) for name in pending)
+            pending = []
+            ins.append((addr, m.group(2).split(".")[0], m.group(3)))
     if not ins:
         return "no SASS instructions found"
     where = {addr: i for i, (addr, _, _) in enumerate(ins)}
     loops = []
     for i, (addr, op, rest) in enumerate(ins):
-        target = re.search(r"0x([0-9a-f]+)", rest) if op == "BRA" else None
-        if target and int(target.group(1), 16) < addr and int(target.group(1), 16) in where:
-            loops.append((where[int(target.group(1), 16)], i))
+        if op != "BRA":
+            continue
+        by_label = re.search(r"\((\.L\w*)\)", rest)
+        by_addr = re.search(r"0x([0-9a-f]+)", rest)
+        target = labels.get(by_label.group(1)) if by_label else int(by_addr.group(1), 16) if by_addr else None
+        if target is not None and target < addr and target in where:
+            loops.append((where[target], i))
     fma_ops = ("FFMA", "DFMA")
 
     def count(lo, hi, ops=fma_ops):
