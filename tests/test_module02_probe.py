@@ -52,7 +52,7 @@ def test_main_loop_mix_counts_the_inner_loop_once_per_trip():
     text = main_loop_mix(_sass(lines), fma_per_tile=4)
     # per tile: outer 9 instructions + one more inner trip of 4 = 13, with 4 FFMA
     assert text.startswith("main loop, per tile of K: 4 FFMA/DFMA among 13 instructions (31%)"), text
-    assert "inner loop (4 instructions, 50% FFMA/DFMA) runs 2x per tile of K" in text
+    assert "inner loops (1 tile per trip): 4 instructions, 50% FFMA/DFMA, 2x" in text
     assert "LDG 1" in text and "BAR 1" in text and "IMAD" not in text
     assert main_loop_mix(_sass(["MOV R1, R2", "EXIT"])).endswith("no loop around them")
 

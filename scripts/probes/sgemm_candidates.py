@@ -26,9 +26,43 @@ from kernel_lab.bench_sgemm import sass_summary  # noqa: E402
 G = sgemm.GemmTiles
 CANDIDATES = {"k8 (128x128x16, 256 thr)": G(128, 128, 16, 64, 32, 4, 4, 256, True),
               "128x64 tm8, <=168 regs": G(128, 64, 16, 64, 32, 8, 4, 128, True, max_registers=168),
+              "128x64 tm8, no cap (2 blocks/SM)": G(128, 64, 16, 64, 32, 8, 4, 128, True),
+              "128x64 tm8, <=128 regs (4/SM)": G(128, 64, 16, 64, 32, 8, 4, 128, True, max_registers=128),
+              "128x128 tm8, <=128 regs (2/SM)": G(128, 128, 16, 64, 32, 8, 4, 256, True, max_registers=128),
               "64x128 tm8, <=168 regs": G(64, 128, 16, 64, 32, 8, 4, 128, True, max_registers=168),
               "128x64 tm8 tn8, <=168 regs": G(128, 64, 16, 64, 32, 8, 8, 128, True, max_registers=168),
               "128x64x8 tm8, <=168 regs": G(128, 64, 8, 64, 32, 8, 4, 128, True, max_registers=168)}
+# The main loop before it took two tiles per trip (stage s = 1 - s each tile): the same kernels
+# with it, to measure what constant stage offsets bought.
+OLD_LOOP = ("128x64 tm8, <=168 regs", "k8 (128x128x16, 256 thr)")
+
+
+def old_main_loop(cfg):
+    p = sgemm.warptile_parts(cfg)
+    fetch, stash, compute_stage, XBK = p.fetch, p.stash, p.compute_stage, cfg.bk
+
+    @cuda.jit(device=True, inline="always")
+    def main_loop(a, b, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, col0, m, n, kk, t, wr, wc, tr, tc, fast):
+        fetch(a, b, ra, rb, row0, col0, 0, m, n, kk, t, fast)
+        stash(a_t, b_t, 0, ra, rb, t)
+        cuda.syncthreads()
+        s = 0
+        for k0 in range(0, kk, XBK):
+            more = k0 + XBK < kk
+            if more:
+                fetch(a, b, ra, rb, row0, col0, k0 + XBK, m, n, kk, t, fast)
+            compute_stage(a_t, b_t, s, acc, a_reg, b_reg, wr, wc, tr, tc)
+            if more:
+                stash(a_t, b_t, 1 - s, ra, rb, t)
+            cuda.syncthreads()
+            s = 1 - s
+
+    return main_loop
+
+
+LAUNCHERS = {name: sgemm.warptile_launcher(cfg) for name, cfg in CANDIDATES.items()}
+for name in OLD_LOOP:
+    LAUNCHERS[name + ", old loop"] = sgemm.warptile_launcher(CANDIDATES[name], main_loop=old_main_loop(CANDIDATES[name]))
 sizes = [int(s) for s in sys.argv[1:]] or [4096, 8192]
 
 rng = np.random.default_rng(7)
@@ -36,8 +70,7 @@ m, n, k = 1000, 1030, 516  # ragged edges, K a multiple of 4 (the vector path) a
 a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
 b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
 want = a.astype(np.float64) @ b.astype(np.float64)
-for name, cfg in CANDIDATES.items():
-    launch = sgemm.warptile_launcher(cfg)
+for name, launch in LAUNCHERS.items():
     c = cuda.to_device(np.full((m, n), np.nan, np.float32))
     launch(c, cuda.to_device(a), cuda.to_device(b))
     got = c.copy_to_host()
@@ -53,8 +86,7 @@ for size in sizes:
     flops = 2.0 * size**3
     base = statistics.median(time_ms(lambda: cp.matmul(ca, cb, out=cc), warmup=3, repeat=15))
     print(f"\n{size}^3: cuBLAS SGEMM (CuPy) {base:.3f} ms = {flops / base / 1e9:.2f} TFLOP/s", flush=True)
-    for name, cfg in CANDIDATES.items():
-        launch = sgemm.warptile_launcher(cfg)
+    for name, launch in LAUNCHERS.items():
         ms = statistics.median(time_ms(lambda: launch(dc, da, db), warmup=2, repeat=15))
         print(f"  {name:32s} {ms:.3f} ms = {flops / ms / 1e9:6.2f} TFLOP/s = {base / ms:.2f}x cuBLAS", flush=True)
     base2 = statistics.median(time_ms(lambda: cp.matmul(ca, cb, out=cc), warmup=1, repeat=15))

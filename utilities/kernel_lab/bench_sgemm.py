@@ -146,32 +146,35 @@ def main_loop_mix(sass: str, fma_per_tile: int | None = None) -> str:
         total = count(0, len(ins) - 1)
         return f"{len(ins)} instructions, {total} FFMA/DFMA, no loop around them"
     # an outer loop: one that contains another FFMA loop; the interior path's is the shortest
-    outer = [lp for lp in with_fma if any(o != lp and lp[0] <= o[0] and o[1] <= lp[1] for o in with_fma)]
-    if outer:
-        main = min(outer, key=lambda lp: lp[1] - lp[0])
-        inner = max((o for o in with_fma if o != main and main[0] <= o[0] and o[1] <= main[1]),
-                    key=lambda lp: lp[1] - lp[0])
-    else:
-        main = inner = min(with_fma, key=lambda lp: lp[1] - lp[0])
-    n_main, n_inner = main[1] - main[0] + 1, inner[1] - inner[0] + 1
-    f_main, f_inner = count(*main), count(*inner)
-    trips = 1
-    if inner != main and fma_per_tile and f_inner:
-        trips = max(1, round((fma_per_tile - (f_main - f_inner)) / f_inner))
-    per_tile_ins = n_main + (trips - 1) * n_inner
-    per_tile_fma = f_main + (trips - 1) * f_inner
+    def inside(o, lp):
+        return o != lp and lp[0] <= o[0] and o[1] <= lp[1]
+
+    outer = [lp for lp in with_fma if any(inside(o, lp) for o in with_fma)]
+    main = min(outer or with_fma, key=lambda lp: lp[1] - lp[0])
+    # the loops directly inside it (the k steps of a tile, when they are not fully unrolled); each
+    # runs fma_per_tile / (its FFMAs) times per tile, so its body counts that many times
+    nested = [o for o in with_fma if inside(o, main)]
+    children = [o for o in nested if not any(inside(o, p) for p in nested)]
+    n_main, f_main = main[1] - main[0] + 1, count(*main)
+    ins_trip, fma_trip = n_main, f_main
     around = collections.Counter(op for _, op, _ in ins[main[0]:main[1] + 1] if op not in fma_ops)
-    if inner != main:
-        for _, op, _ in ins[inner[0]:inner[1] + 1]:
+    notes = []
+    for child in children:
+        n_c, f_c = child[1] - child[0] + 1, count(*child)
+        trips = max(1, round(fma_per_tile / f_c)) if fma_per_tile else 1
+        ins_trip += (trips - 1) * n_c
+        fma_trip += (trips - 1) * f_c
+        for _, op, _ in ins[child[0]:child[1] + 1]:
             if op not in fma_ops:
                 around[op] -= 1
-    top = ", ".join(f"{op} {k}" for op, k in around.most_common(6) if k > 0)
+        notes.append(f"{n_c} instructions, {100 * f_c / n_c:.0f}% FFMA/DFMA, {trips}x")
+    tiles = max(1, round(fma_trip / fma_per_tile)) if fma_per_tile else 1
+    top = ", ".join(f"{op} {k // tiles}" for op, k in around.most_common(6) if k // tiles > 0)
     unit = "per tile of K" if fma_per_tile else "per trip"
-    text = (f"main loop, {unit}: {per_tile_fma} FFMA/DFMA among {per_tile_ins} instructions "
-            f"({100 * per_tile_fma / per_tile_ins:.0f}%)")
-    if inner != main:
-        text += (f"; its inner loop ({n_inner} instructions, {100 * f_inner / n_inner:.0f}% FFMA/DFMA) runs "
-                 f"{trips}x {unit}")
+    text = (f"main loop, {unit}: {fma_trip // tiles} FFMA/DFMA among {ins_trip // tiles} instructions "
+            f"({100 * fma_trip / ins_trip:.0f}%)")
+    if children:
+        text += f"; inner loops ({tiles} tile{'s' if tiles > 1 else ''} per trip): " + "; ".join(notes)
     return text + (f"; the rest: {top}" if top else "")
 
 
