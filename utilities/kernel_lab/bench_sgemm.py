@@ -107,9 +107,9 @@ def main_loop_mix(sass: str, fma_per_tile: int | None = None) -> str:
     Counting every instruction between the first and last FFMA of the kernel mixes in code that
     runs once (the edge path, the prologue): it said 36% FFMA for a loop that is 78% FFMA. Here the
     loops are found from their backward branches; the main loop is the shortest loop that holds
-    FFMAs (the interior tiles' path, not the longer edge path), and when it holds an inner loop
-    (the k steps of one tile, not fully unrolled), the inner loop's instructions are counted once
-    per trip: ``fma_per_tile`` (FFMAs per thread per tile of K) says how many trips there are."""
+    FFMAs (the interior tiles' path, not the longer edge path), and each inner loop it holds (the
+    k steps of one tile, when not fully unrolled) is counted once per trip of its own:
+    ``fma_per_tile`` (FFMAs per thread per tile of K) says how many trips that is."""
     # cuobjdump writes branch targets as addresses (BRA 0x1c40), nvdisasm (Numba's inspect_sass)
     # as labels (BRA `(.L_x_3)) on a line of their own before the target instruction
     ins, labels, pending = [], {}, []
@@ -138,8 +138,8 @@ def main_loop_mix(sass: str, fma_per_tile: int | None = None) -> str:
             loops.append((where[target], i))
     fma_ops = ("FFMA", "DFMA")
 
-    def count(lo, hi, ops=fma_ops):
-        return sum(1 for _, op, _ in ins[lo:hi + 1] if op in ops)
+    def count(lo, hi):
+        return sum(1 for _, op, _ in ins[lo:hi + 1] if op in fma_ops)
 
     with_fma = [lp for lp in loops if count(*lp)]
     if not with_fma:

@@ -344,8 +344,8 @@ class GemmTiles:
     threads: int = 256
     double_buffer: bool = False
     precision: str = "float32"  # or "float64" (module 02's DGEMM on CUDA cores)
-    # A cap on registers per thread (Numba's ``max_registers``): 128 lets two 256-thread blocks
-    # share an SM (65,536 registers), so one block's barrier waits are covered by the other's
+    # A cap on registers per thread (Numba's ``max_registers``): 168 lets three 128-thread blocks
+    # share an SM (65,536 registers), so one block's barrier waits are covered by the others'
     # work; the compiler spills what does not fit (to L1-cached local memory). None: no cap.
     max_registers: int | None = None
 
@@ -691,9 +691,10 @@ def tuning_candidates(full: bool = False) -> list[GemmTiles]:
                 GemmTiles(bm=32, bn=32, bk=8, wm=32, wn=16, tm=4, tn=4, threads=64, double_buffer=True)]
     if not full:
         # 128-thread blocks capped at 168 registers: three fit an SM (12 warps) where one
-        # uncapped 256-thread block (165 registers) leaves it at 8. Measured on an H100 (4096^3,
-        # 8192^3): kernel 8 0.72x/0.73x cuBLAS; 128 x 64 capped 0.74x/0.77x, with 8 consecutive
-        # rows per lane 0.76x/0.80x; a cap of 128 (spills in the main loop) lost 5-20%.
+        # uncapped 256-thread block (165 registers) leaves it at 8. Measured on an H100 with the
+        # two-tile main loop (4096^3 / 8192^3, scripts/probes/sgemm_candidates.py): kernel 8
+        # 0.77x/0.77x cuBLAS; 128 x 64 with 8 rows per lane 0.79x/0.82x; 64 x 128 with 8 rows
+        # per lane 0.82x/0.85x; a cap of 128 (spills in the main loop) lost 5-20%.
         cap = 168
         return [GemmTiles(128, 128, 16, 64, 32, 4, 4, 256, True),   # kernel 8
                 GemmTiles(128, 64, 16, 64, 32, 4, 4, 128, True, max_registers=cap),

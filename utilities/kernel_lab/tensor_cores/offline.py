@@ -81,18 +81,19 @@ def pretend_gpu(cc=(9, 0)) -> None:
     import nvmath.device.common_cuda as common_cuda
     from nvmath.device.common_cuda import ComputeCapability
 
+    # As a real GPU answers, nvmath's get_current_device_cc and Numba's code library alike: Hopper
+    # and later with the "a" (architecture-specific) suffix. The code-generation cache keys hold
+    # the target SM, so without it a warm cache built here would never be hit by a GPU process.
+    suffix = "a" if tuple(cc[:2]) >= (9, 0) else ""
+
     def current_cc():
-        # As nvmath's own get_current_device_cc answers on a real GPU: Hopper and later with the
-        # "a" (architecture-specific) suffix. Without it the code-generation cache keys (they hold
-        # the target SM) differ from a GPU process's, and a warm cache built here is never hit.
-        major, minor = cc[0], cc[1]
-        return ComputeCapability(major, minor, "a" if (major, minor) >= (9, 0) else "")
+        return ComputeCapability(cc[0], cc[1], suffix)
 
     common_cuda.get_current_device_cc = current_cc
     common.get_current_device_cc = current_cc
     numba_dispatcher.get_current_device = lambda: _PretendDevice(cc)
     # A kernel's code library asks the current context for the capability when none is given
-    # (``_Kernel`` compiles its PTX that way): answer as the GPU would, Hopper and later with "a".
+    # (``_Kernel`` compiles its PTX that way): answer as the GPU would.
     from numba.cuda import codegen
 
     original = getattr(codegen.CUDACodeLibrary._ensure_cc, "__wrapped__", codegen.CUDACodeLibrary._ensure_cc)
@@ -100,7 +101,7 @@ def pretend_gpu(cc=(9, 0)) -> None:
     def ensure_cc(self, want=None):
         if want is not None:
             return want
-        return (cc[0], cc[1], "a" if tuple(cc) >= (9, 0) else "")
+        return (cc[0], cc[1], suffix)
 
     ensure_cc.__wrapped__ = original
     codegen.CUDACodeLibrary._ensure_cc = ensure_cc
