@@ -209,6 +209,8 @@ def drive_02(dev):
         yield f"scans.sum_launcher({k.py_func.__name__})", lambda k=k: scans.sum_launcher(k)(dev(1, np.float64), x)
     yield "scans.scan_three_kernels", lambda: scans.scan_three_kernels(f32(1000), x)
     yield "scans.scan_single_pass_launch", lambda: scans.scan_single_pass_launch(f32(1000), x)
+    yield "scans.scan_status_word_launch", lambda: scans.scan_status_word_launch(f32(1000), x)
+    yield "scans.make_status_scan(by_ticket=False)", lambda: scans.make_status_scan(by_ticket=False)(f32(1000), x)
     m, n, k = 130, 66, 36
     a, b, c = f32(m, k), f32(k, n), f32(m, n)
     for name in ("launch_naive", "launch_coalesced", "launch_shared", "launch_1d_blocking",

@@ -12,7 +12,7 @@ import kernel_lab as kl
 pytestmark = pytest.mark.skipif(not kl.on_simulator(), reason="wrong kernels are fed to the checks in the simulator")
 
 kl.setup(quiet=True)
-from numba import cuda, float32, int32, uint32  # noqa: E402
+from numba import cuda, float32, int32, int64, uint32, uint64  # noqa: E402
 
 from kernel_lab import CheckFailed, scans, sgemm  # noqa: E402
 from kernel_lab.checks import reductions_gemm as checks  # noqa: E402
@@ -150,6 +150,55 @@ def test_both_scans_pass_every_schedule(capsys):
     assert "three-kernel scan: correct" in out and "single-pass scan: correct" in out and "6 block schedules" in out
 
 
+def test_the_status_word_scan_passes_every_schedule(capsys):
+    checks.check_scan(scans.scan_status_word_launch, tile=scans.TILE, name="status-word scan",
+                      kernel=scans.scan_status_word_launch.kernel)
+    assert "status-word scan: correct" in capsys.readouterr().out
+
+
+def test_tiles_numbered_by_block_index_stall_in_reverse_and_say_why():
+    launch = scans.make_status_scan(by_ticket=False)
+    with pytest.raises(CheckFailed, match="waited for each other forever") as failure:
+        checks.check_scan(launch, tile=scans.TILE, name="blockIdx scan", kernel=launch.kernel,
+                          sizes=[("5 tiles+3", 5 * scans.TILE + 3)])
+    assert "blocks in reverse" in str(failure.value)
+
+
+def test_status_word_packing_accepts_the_package_and_names_each_mistake(capsys):
+    checks.check_status_word(scans.pack_status, scans.unpack_status)
+    assert "agree bit for bit" in capsys.readouterr().out
+
+    @cuda.jit(device=True)
+    def converted(flag, value):
+        return (uint64(flag) << uint64(32)) | uint64(value)
+
+    @cuda.jit(device=True)
+    def sign_extended(flag, value):
+        return uint64((int64(flag) << int64(32)) | int64(int32(kl.float_bits(value))))
+
+    @cuda.jit(device=True)
+    def swapped(flag, value):
+        return (uint64(kl.float_bits(value)) << uint64(32)) | uint64(flag)
+
+    @cuda.jit(device=True)
+    def unpack_by_value(word):
+        return int32(word >> uint64(32)), float32(uint32(word & uint64(0xFFFFFFFF)))
+
+    for pack, unpack, says in [(converted, scans.unpack_status, "converted to an integer"),
+                               (sign_extended, scans.unpack_status, "sign bit"),
+                               (swapped, scans.unpack_status, "halves are swapped"),
+                               (scans.pack_status, unpack_by_value, "converted the bits' integer value")]:
+        with pytest.raises(CheckFailed, match=says):
+            checks.check_status_word(pack, unpack)
+
+
+def test_bit_casts_round_trip():
+    for v in (1.5, -1.5, -0.0, np.inf, 1e-45):
+        b = kl.float_bits(np.float32(v))
+        assert b == np.array(v, np.float32).view(np.uint32)
+        assert np.array(kl.bits_float(b), np.float32).view(np.uint32) == b
+
+
 @cuda.jit
 def scan_flag_first(x, out, ticket, flags, aggregates, prefixes):
     # The mistake: each block's flag is set before its value is written (and a thread-0 look-back).
@@ -191,7 +240,7 @@ def test_a_look_back_that_reads_before_publication_is_caught():
     def launch(out, x):
         tiles = -(-x.size // scans.TILE)
         ticket, flags, agg, pre = scans.single_pass_scratch(tiles)
-        scans._zero_int32[max(1, -(-(tiles + 1) // 256)), 256](ticket, flags)
+        scans.reset_scratch[max(1, -(-(tiles + 1) // 256)), 256](ticket, flags)
         scan_flag_first[tiles, T](x, out, ticket, flags, agg, pre)
     with pytest.raises(CheckFailed, match="reads a partial before it is published"):
         checks.check_scan(launch, tile=scans.TILE, name="flag first", seed=7)
@@ -204,6 +253,7 @@ def test_missing_fence_and_plain_polling_are_named_from_the_source():
     hints = checks._source_hints(no_fence)
     assert any("no cuda.threadfence()" in h for h in hints) and any("kl.load_acquire" in h for h in hints)
     assert checks._source_hints(scans.scan_single_pass) == []
+    assert checks._source_hints(scans.scan_status_word_launch.kernel) == []  # one word: no fence to ask for
 
 
 # --- GEMM ---------------------------------------------------------------------------------------

@@ -49,7 +49,8 @@ from .sizes import adversarial_shapes, adversarial_sizes, blocks_for, sizes  # n
 from .check import CheckFailed, check_array, check_kernel, tolerance  # noqa: E402
 from .bench import Measurement, benchmark, compare, rooflines, sweep  # noqa: E402
 from .plots import plot_bars, plot_roofline  # noqa: E402
-from .acquire import load_acquire  # noqa: E402
+from .acquire import load_acquire, load_relaxed  # noqa: E402
+from .bitcast import bits_float, float_bits  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -58,5 +59,5 @@ __all__ = [
     "sizes", "adversarial_sizes", "adversarial_shapes", "blocks_for",
     "CheckFailed", "check_array", "check_kernel", "tolerance",
     "Measurement", "benchmark", "compare", "rooflines", "sweep",
-    "plot_bars", "plot_roofline", "load_acquire",
+    "plot_bars", "plot_roofline", "load_acquire", "load_relaxed", "float_bits", "bits_float",
 ]

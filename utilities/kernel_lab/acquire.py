@@ -1,4 +1,5 @@
-"""``kl.load_acquire(array, i)``: the load that polls a flag another block sets.
+"""``kl.load_acquire(array, i)``: the load that polls a flag another block sets (and
+``kl.load_relaxed``, its lighter sibling for a flag that carries its own value).
 
 A decoupled look-back waits for a predecessor's flag: ``while f == FLAG_NONE: f = <load>``. The load
 must be one the compilers may neither keep in a register nor drop, and the reads after it must see
@@ -16,7 +17,15 @@ every time. *Acquire* means that no read after it is performed before it: once t
 "published", the value behind it is read from memory as the publisher left it, with no fence
 between. The publisher still writes the value, ``cuda.threadfence()``, then the flag.
 
-In the simulator it is a plain read and a scheduling point of the interleaved block schedules (as
+``kl.load_relaxed(array, i)`` is ``ld.relaxed.gpu.global``: executed every time, read from the
+GPU-wide coherent level (L2), but it orders nothing after it. It suffices when the flag and the
+value it announces are *one* word (a 64-bit status word: flag in the high half, value in the low),
+because one aligned load sees either the old word or the new one, never half of each. Then the
+publisher needs no fence either (one ``cuda.atomic.exch`` of the word), and the reader's L1 is not
+invalidated after every poll (an acquire load is followed by ``CCTL.IVALL`` in the SASS): this is
+how CUB's single-pass scan publishes 4-byte totals.
+
+In the simulator both are a plain read and a scheduling point of the interleaved block schedules (as
 ``cuda.ldcv`` is there).
 """
 
@@ -24,47 +33,56 @@ from __future__ import annotations
 
 from .environment import on_simulator
 
-__all__ = ["load_acquire"]
+__all__ = ["load_acquire", "load_relaxed"]
 
 
-def acquire_asm(fn_type, bits: int):
-    """``ld.acquire.gpu.global.b<bits>`` as inline PTX with side effects and a memory clobber."""
+def acquire_asm(fn_type, bits: int, semantics: str = "acquire"):
+    """``ld.<semantics>.gpu.global.b<bits>`` as inline PTX with side effects and a memory clobber."""
     from llvmlite import ir
     from numba.cuda.cache_hints import CONSTRAINT_MAP
 
-    return ir.InlineAsm(fn_type, f"ld.acquire.gpu.global.b{bits} $0, [$1];",
+    return ir.InlineAsm(fn_type, f"ld.{semantics}.gpu.global.b{bits} $0, [$1];",
                         f"={CONSTRAINT_MAP[bits]},l,~{{memory}}", side_effect=True)
 
 
-def _gpu_load_acquire():
+def _gpu_load(semantics: str):
     from llvmlite import ir
     from numba.cuda import cache_hints as ch
     from numba.cuda.extending import intrinsic
 
-    @intrinsic
-    def load_acquire(typingctx, array, index):
-        ch._validate_arguments("load_acquire", array, index)
-        ch._validate_bitwidth("load_acquire", array)
+    name = f"load_{semantics}"
+
+    def load(typingctx, array, index):
+        ch._validate_arguments(name, array, index)
+        ch._validate_bitwidth(name, array)
 
         def codegen(context, builder, sig, args):
             array_type, index_type = sig.args
             loaded = context.get_value_type(array_type.dtype)
             bits = array_type.dtype.bitwidth
             ptr = ch._get_element_pointer(context, builder, index_type, args[1], array_type, args[0])
-            asm = acquire_asm(ir.FunctionType(loaded, [loaded.as_pointer()]), bits)
+            asm = acquire_asm(ir.FunctionType(loaded, [loaded.as_pointer()]), bits, semantics)
             return builder.call(asm, [ptr])
 
         return array.dtype(array, index), codegen
 
-    return load_acquire
+    load.__name__ = load.__qualname__ = name  # the name Numba's error messages show
+    return intrinsic(load)
 
 
-def _simulated_load_acquire(array, i):
+def _simulated_load(semantics: str):
     """The simulator's: memory there is sequentially consistent; the read is a scheduling point."""
     from .simulator.grid import scheduling_point
 
-    scheduling_point("kl.load_acquire (an acquire read)", defer=True)
-    return array[i]
+    def load(array, i):
+        scheduling_point(f"kl.load_{semantics} ({'an' if semantics[0] in 'aeiou' else 'a'} {semantics} read)",
+                         defer=True)
+        return array[i]
+
+    load.__name__ = f"load_{semantics}"
+    return load
 
 
-load_acquire = _simulated_load_acquire if on_simulator() else _gpu_load_acquire()
+_make = _simulated_load if on_simulator() else _gpu_load
+load_acquire = _make("acquire")
+load_relaxed = _make("relaxed")

@@ -13,7 +13,9 @@ among equal values, the lowest index.
 
 Scans: the three-kernel scan (reduce tiles, scan the tiles' totals, rescan each tile with its
 offset) and the single-pass scan with decoupled look-back (Merrill and Garland, "Single-pass
-Parallel Prefix Scan with Decoupled Look-back", NVIDIA technical report NVR-2016-002).
+Parallel Prefix Scan with Decoupled Look-back", NVIDIA technical report NVR-2016-002), in two
+publications: a flag and a value (two words, ordered by fences and acquire loads), and one 64-bit
+status word per tile (flag and value together: no fence; CUB's design for 4-byte values).
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def _cuda():
 cuda = _cuda()
 from numba import float32, float64, int32, int64, uint32, uint64  # noqa: E402
 
-from .acquire import load_acquire  # noqa: E402
+from .acquire import load_acquire, load_relaxed  # noqa: E402
+from .bitcast import bits_float, float_bits  # noqa: E402
 from .vector_loads import load4, store4  # noqa: E402
 
 
@@ -542,17 +545,128 @@ def scan_single_pass_launch(out, x, scratch=None):
     if scratch is None:
         scratch = single_pass_scratch(tiles)
     ticket, flags, aggregates, prefixes = scratch
-    _zero_int32[max(1, -(-(tiles + 1) // 256)), 256](ticket, flags)
+    reset_scratch[max(1, -(-(tiles + 1) // 256)), 256](ticket, flags)
     scan_single_pass[tiles, THREADS](x, out, ticket, flags, aggregates, prefixes)
 
 
 @cuda.jit
-def _zero_int32(ticket, flags):
+def reset_scratch(ticket, flags):
+    """ticket[0] = 0 and every flag (int32) or status word (uint64) = 0 (FLAG_NONE), as a kernel:
+    it queues behind the GPU's work instead of waiting for it."""
     i = cuda.grid(1)
     if i == 0:
         ticket[0] = 0
     if i < flags.size:
         flags[i] = 0
+
+
+# --- one status word per tile ------------------------------------------------------------------
+# The flag in the high 32 bits, the float32 total's bits in the low 32. One 64-bit atomic exchange
+# publishes both at once and one 64-bit load reads both, so no reader can see a flag without its
+# value: no fence on either side, and the polls are relaxed loads (no L1 invalidation after each,
+# as an acquire load has). On an H100 at 2^26 floats this took the warp look-back from 50% to 77%
+# of the copy roofline (scripts/probes/scan_variants.py).
+
+
+@cuda.jit(device=True, inline="always")
+def pack_status(flag, value):
+    """The status word: ``flag`` (0, 1, 2) in bits 32-63, the bits of float32 ``value`` in 0-31."""
+    # float_bits is a uint32: widening an unsigned integer fills the high half with zeros (a signed
+    # one would copy a negative value's sign bit into the flag's half).
+    return (uint64(flag) << uint64(32)) | uint64(float_bits(value))
+
+
+@cuda.jit(device=True, inline="always")
+def unpack_status(word):
+    """(flag, value) of a status word."""
+    return int32(word >> uint64(32)), bits_float(uint32(word & uint64(0xFFFFFFFF)))
+
+
+def make_status_scan(pack=pack_status, unpack=unpack_status, by_ticket: bool = True):
+    """The single-pass scan with one status word per tile, warp look-back; ``pack``/``unpack`` are
+    device functions (the notebook's own, or the package's). ``by_ticket=False`` numbers tiles by
+    ``blockIdx.x`` as CUB does: it saves the ticket's round trip to L2 before the first load, and
+    relies on blocks starting in index order, which CUDA does not promise (the simulator's reverse
+    schedule stalls it). Returns ``launch(out, x, scratch=None)`` with ``.kernel``."""
+
+    @cuda.jit(device=True)
+    def look_back(tile, status):
+        lane = cuda.threadIdx.x % 32
+        exclusive = float32(0)
+        window = tile - 1
+        while True:
+            j = window - lane
+            word = pack(FLAG_PREFIX, float32(0))  # before the first tile: a prefix of 0
+            if j >= 0:
+                word = load_relaxed(status, j)
+            flag, v = unpack(word)
+            while not cuda.all_sync(FULL_MASK, flag != FLAG_NONE):  # the whole warp waits together
+                if flag == FLAG_NONE:
+                    word = load_relaxed(status, j)
+                    flag, v = unpack(word)  # flag and value from one load: they belong together
+            has_prefix = cuda.ballot_sync(FULL_MASK, flag == FLAG_PREFIX)
+            if has_prefix != 0:
+                if lane > cuda.ffs(has_prefix) - 1:  # past the nearest inclusive prefix
+                    v = float32(0)
+            offset = 16
+            while offset > 0:
+                v += cuda.shfl_down_sync(FULL_MASK, v, offset)
+                offset //= 2
+            exclusive += v
+            if has_prefix != 0:
+                return exclusive
+            window -= 32
+
+    @cuda.jit
+    def scan_status_word(x, out, ticket, status):
+        totals = cuda.shared.array(TOTALS, float32)
+        shared = cuda.shared.array(1, float32)
+        tile_id = cuda.shared.array(1, int32)
+        t = cuda.threadIdx.x
+        if by_ticket:
+            if t == 0:
+                tile_id[0] = cuda.atomic.add(ticket, 0, 1)  # tiles numbered in the order blocks start
+            cuda.syncthreads()
+            tile = tile_id[0]
+        else:
+            tile = cuda.blockIdx.x  # CUB's choice: no round trip, and no guarantee
+        first = tile * TILE + t * ITEMS
+        vals = cuda.local.array(ITEMS, float32)
+        load_items(x, first, vals)
+        s = scan_items(vals)
+        before, total = block_exclusive_scan(s, totals)
+        if t < 32:
+            exclusive = float32(0)
+            if tile == 0:
+                if t == 0:
+                    cuda.atomic.exch(status, 0, pack(FLAG_PREFIX, total))
+            else:
+                if t == 0:  # flag and value in one atomic store: nothing to fence
+                    cuda.atomic.exch(status, tile, pack(FLAG_AGGREGATE, total))
+                exclusive = look_back(tile, status)
+                if t == 0:
+                    cuda.atomic.exch(status, tile, pack(FLAG_PREFIX, exclusive + total))
+            if t == 0:
+                shared[0] = exclusive
+        cuda.syncthreads()
+        store_items(out, first, vals, shared[0] + before)
+
+    def launch(out, x, scratch=None):
+        tiles = -(-x.size // TILE)
+        ticket, status = scratch if scratch is not None else status_scratch(tiles)
+        reset_scratch[max(1, -(-(tiles + 1) // 256)), 256](ticket, status)
+        scan_status_word[tiles, THREADS](x, out, ticket, status)
+
+    launch.kernel = scan_status_word
+    return launch
+
+
+def status_scratch(tiles):
+    """Device scratch for the status-word scan: the ticket (int32[1]) and one uint64 per tile."""
+    return cuda.device_array(1, np.int32), cuda.device_array(tiles, np.uint64)
+
+
+scan_status_word_launch = make_status_scan()
 
 
 def single_pass_scratch(tiles):

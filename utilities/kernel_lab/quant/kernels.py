@@ -292,6 +292,44 @@ def ternary_gemm(a, a_scale, w_packed, w_scale, out):
     out[m, n] = float32(acc) * a_scale[m] * w_scale[0]
 
 
+WARPS_PER_BLOCK = 8  # ternary_gemm_warp: weight rows per block of 256 threads
+
+
+@cuda.jit
+def ternary_gemm_warp(a, a_scale, w_packed, w_scale, out):
+    """The same product, one warp per output ``(m, n)``: the lanes read consecutive bytes of weight
+    row ``n`` (a warp's load is 32 neighbouring bytes, one sector) and the 4 activations of each, then
+    the warp sums its 32 partial sums with shuffles. Grid: (ceil(N / 8), M) blocks of 256 threads."""
+    lane = cuda.threadIdx.x % 32
+    n = cuda.blockIdx.x * WARPS_PER_BLOCK + cuda.threadIdx.x // 32
+    m = cuda.blockIdx.y
+    if n >= out.shape[1] or m >= out.shape[0]:
+        return  # the whole warp leaves together: n and m are the same for its 32 lanes
+    k_total = a.shape[1]
+    acc = int32(0)
+    for j in range(lane, w_packed.shape[1], 32):
+        b = int32(w_packed[n, j])
+        for t in range(4):
+            k = 4 * j + t
+            code = (b >> (2 * t)) & 3
+            if k < k_total:
+                if code == 1:
+                    acc += int32(a[m, k])
+                elif code == 3:
+                    acc -= int32(a[m, k])
+    offset = 16
+    while offset > 0:
+        acc += cuda.shfl_down_sync(0xFFFFFFFF, acc, offset)
+        offset //= 2
+    if lane == 0:
+        out[m, n] = float32(acc) * a_scale[m] * w_scale[0]
+
+
+def launch_ternary_gemm_warp(out, a, a_scale, w_packed, w_scale):
+    grid = (-(-out.shape[1] // WARPS_PER_BLOCK), out.shape[0])
+    ternary_gemm_warp[grid, 32 * WARPS_PER_BLOCK](a, a_scale, w_packed, w_scale, out)
+
+
 def launch_ternary_quantize(packed, scale, w, total=None):
     total = cuda.device_array(1, np.float64) if total is None else total
     zero_first[1, 1](total)
