@@ -192,6 +192,15 @@ def test_status_word_packing_accepts_the_package_and_names_each_mistake(capsys):
             checks.check_status_word(pack, unpack)
 
 
+def test_a_status_scan_refuses_an_unfinished_pack_instead_of_hanging():
+    @cuda.jit(device=True)
+    def stub_pack(flag, value):
+        return uint64(0)
+
+    with pytest.raises(CheckFailed, match="not done yet"):
+        scans.make_status_scan(stub_pack, scans.unpack_status)
+
+
 def test_bit_casts_round_trip():
     for v in (1.5, -1.5, -0.0, np.inf, 1e-45):
         b = kl.float_bits(np.float32(v))

@@ -587,7 +587,14 @@ def make_status_scan(pack=pack_status, unpack=unpack_status, by_ticket: bool = T
     device functions (the notebook's own, or the package's). ``by_ticket=False`` numbers tiles by
     ``blockIdx.x`` as CUB does: it saves the ticket's round trip to L2 before the first load, and
     relies on blocks starting in index order, which CUDA does not promise (the simulator's reverse
-    schedule stalls it). Returns ``launch(out, x, scratch=None)`` with ``.kernel``."""
+    schedule stalls it). Returns ``launch(out, x, scratch=None)`` with ``.kernel``.
+
+    Someone else's ``pack``/``unpack`` are checked first: a pack that never sets the flag would
+    leave every look-back waiting for ever, a hang on a GPU rather than a message."""
+    if pack is not pack_status or unpack is not unpack_status:
+        from .checks.reductions_gemm import check_status_word
+
+        check_status_word(pack, unpack, quiet=True)
 
     @cuda.jit(device=True)
     def look_back(tile, status):

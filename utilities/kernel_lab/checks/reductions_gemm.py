@@ -373,7 +373,7 @@ def _status_roundtrip_kernel(pack, unpack):
     return roundtrip
 
 
-def check_status_word(pack, unpack, *, name: str = "status word") -> None:
+def check_status_word(pack, unpack, *, name: str = "status word", quiet: bool = False) -> None:
     """``pack(flag, value)`` -> uint64 with ``flag`` in bits 32-63 and the bits of float32 ``value``
     in bits 0-31; ``unpack(word)`` -> ``(flag, value)``. Both are ``cuda.jit(device=True)``
     functions; they run in a kernel over values chosen to expose the classic mistakes (negative
@@ -442,6 +442,8 @@ def check_status_word(pack, unpack, *, name: str = "status word") -> None:
                 "the value is the low half's bits read as a float32: kl.bits_float(uint32(word & 0xFFFFFFFF)).")
         raise CheckFailed(f"{name}: unpack of {int(want[i]):#018x} gave value {v_out[i]!r}, expected {values[i]!r}: "
                           f"{hint}")
+    if quiet:
+        return
     print(f"{name}: pack and unpack agree bit for bit on {n} (flag, value) pairs, negatives, -0.0 and "
           "infinities included")
     progress.passed(name)
