@@ -63,15 +63,24 @@ def test_right_kernels_pass(capsys):
     checks.check_int8_rows(K.launch_int8_rows)
     checks.check_ternary_gemm(K.launch_ternary_gemm, shapes=GEMM)
     checks.check_ternary_gemm(K.launch_ternary_gemm_warp, shapes=GEMM)
+    checks.check_ternary_gemm(K.launch_ternary_gemm_dp4a, shapes=GEMM + [("2 x 3 x 64", (2, 3, 64))])
     checks.check_int8_gemm(K.launch_dp4a_gemm_naive, shapes=GEMM)
     checks.check_int8_gemm(K.launch_dp4a_gemm, shapes=GEMM)
     checks.check_int8_gemm(K.launch_w8a8_gemm, epilogue=True, shapes=GEMM)
     checks.check_w4a8_gemm(K.launch_w4a8_gemm, shapes=GEMM)
     out = capsys.readouterr().out
-    assert out.count("bit-exact") == 12 and out.count("correct for all") == 4, out
+    assert out.count("bit-exact") == 12 and out.count("correct for all") == 5, out
 
 
 # --- the references: formats as documented -------------------------------------------------------
+
+def test_ternary_byte_words_decode_every_byte_as_dp4a_reads_it():
+    lut = K.ternary_byte_words()
+    for b in range(256):
+        codes = [(b >> (2 * t)) & 3 for t in range(4)]
+        want = [1 if c == 1 else -1 if c == 3 else 0 for c in codes]
+        assert np.array([lut[b]], np.int32).view(np.int8).tolist() == want
+
 
 def test_references_round_ties_to_even_saturate_and_keep_signed_zero():
     q = ref.int8_quantize_f32(np.array([0.5, 1.5, 2.5, -0.5, -2.5, 300.0, -300.0, -0.0], np.float32), 1.0)

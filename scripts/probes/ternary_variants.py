@@ -8,6 +8,11 @@ growing ~linearly with M. Variants, each checked with check_ternary_gemm, then t
   warp       : the notebook's (branches around each activation load, one weight byte per trip)
   select     : the activation loaded unconditionally, added through a select (no branch)
   select x4  : and four weight bytes loaded per trip before any is used (4 loads in flight)
+  dp4a       : the package's: byte -> four int8 weights by a 256-word table, one DP4A per byte with
+               the activations read four to a word
+  dp4a smem  : the same with the table copied into shared memory by each block
+  dp4a mt4   : and four activation rows per warp pass (a weight byte decoded once for 4 rows)
+  dp4a w32   : and the weights read four bytes (16 codes) per lane load (K a multiple of 16)
 """
 import numpy as np
 
@@ -18,6 +23,7 @@ from numba import cuda, float32, int32  # noqa: E402
 
 from kernel_lab.checks import quantization as checks  # noqa: E402
 from kernel_lab.quant import kernels as qk  # noqa: E402
+from kernel_lab.quant.dp4a import dp4a  # noqa: E402
 
 W8 = 8
 
@@ -77,13 +83,120 @@ def tern_select4(a, a_scale, w, w_scale, out):
         out[m, n] = float32(acc) * a_scale[m] * w_scale[0]
 
 
+@cuda.jit
+def tern_dp4a_smem(a_words, a_scale, w, w_scale, out, lut):
+    table = cuda.shared.array(256, int32)
+    table[cuda.threadIdx.x] = lut[cuda.threadIdx.x]  # 256 threads, 256 words
+    cuda.syncthreads()
+    lane = cuda.threadIdx.x % 32
+    n = cuda.blockIdx.x * W8 + cuda.threadIdx.x // 32
+    m = cuda.blockIdx.y
+    if n >= out.shape[1] or m >= out.shape[0]:
+        return
+    acc = int32(0)
+    for j in range(lane, w.shape[1], 32):
+        acc = dp4a(a_words[m, j], table[w[n, j]], acc)
+    offset = 16
+    while offset > 0:
+        acc += cuda.shfl_down_sync(0xFFFFFFFF, acc, offset)
+        offset //= 2
+    if lane == 0:
+        out[m, n] = float32(acc) * a_scale[m] * w_scale[0]
+
+
+def launch_dp4a_smem(out, a, a_scale, w, w_scale):
+    tern_dp4a_smem[(-(-out.shape[1] // W8), out.shape[0]), 32 * W8](qk.activation_words(a), a_scale, w, w_scale,
+                                                                    out, qk.ternary_lut_device())
+
+
+MT4 = 4
+
+
+@cuda.jit
+def tern_dp4a_mt(a_words, a_scale, w, w_scale, out, lut):
+    table = cuda.shared.array(256, int32)
+    table[cuda.threadIdx.x] = lut[cuda.threadIdx.x]
+    cuda.syncthreads()
+    lane = cuda.threadIdx.x % 32
+    n = cuda.blockIdx.x * W8 + cuda.threadIdx.x // 32
+    m0 = cuda.blockIdx.y * MT4
+    if n >= out.shape[1]:
+        return
+    rows = out.shape[0]
+    acc = cuda.local.array(MT4, int32)
+    for i in range(MT4):
+        acc[i] = int32(0)
+    for j in range(lane, w.shape[1], 32):
+        wt = table[w[n, j]]
+        for i in range(MT4):
+            if m0 + i < rows:
+                acc[i] = dp4a(a_words[m0 + i, j], wt, acc[i])
+    for i in range(MT4):
+        v = acc[i]
+        offset = 16
+        while offset > 0:
+            v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+            offset //= 2
+        if lane == 0 and m0 + i < rows:
+            out[m0 + i, n] = float32(v) * a_scale[m0 + i] * w_scale[0]
+
+
+@cuda.jit
+def tern_dp4a_w32(a_words, a_scale, w32, w_scale, out, lut):
+    table = cuda.shared.array(256, int32)
+    table[cuda.threadIdx.x] = lut[cuda.threadIdx.x]
+    cuda.syncthreads()
+    lane = cuda.threadIdx.x % 32
+    n = cuda.blockIdx.x * W8 + cuda.threadIdx.x // 32
+    m0 = cuda.blockIdx.y * MT4
+    if n >= out.shape[1]:
+        return
+    rows = out.shape[0]
+    acc = cuda.local.array(MT4, int32)
+    for i in range(MT4):
+        acc[i] = int32(0)
+    for jw in range(lane, w32.shape[1], 32):
+        word = w32[n, jw]
+        for q in range(4):
+            wt = table[(word >> (8 * q)) & 0xFF]
+            j = 4 * jw + q
+            for i in range(MT4):
+                if m0 + i < rows:
+                    acc[i] = dp4a(a_words[m0 + i, j], wt, acc[i])
+    for i in range(MT4):
+        v = acc[i]
+        offset = 16
+        while offset > 0:
+            v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+            offset //= 2
+        if lane == 0 and m0 + i < rows:
+            out[m0 + i, n] = float32(v) * a_scale[m0 + i] * w_scale[0]
+
+
+def launch_dp4a_mt(out, a, a_scale, w, w_scale):
+    tern_dp4a_mt[(-(-out.shape[1] // W8), -(-out.shape[0] // MT4)), 32 * W8](
+        qk.activation_words(a), a_scale, w, w_scale, out, qk.ternary_lut_device())
+
+
+def launch_dp4a_w32(out, a, a_scale, w, w_scale):
+    if w.shape[1] % 4:  # the check's ragged K: pad the packed rows to whole words
+        w = cuda.to_device(qk.pad_cols(w.copy_to_host(), 4))
+    a_words = qk.activation_words(a)
+    if a_words.shape[1] < 4 * w.shape[1] // 4 * 1 and a_words.shape[1] % 4:
+        a_words = cuda.to_device(qk.pad_cols(a_words.copy_to_host(), 4))
+    tern_dp4a_w32[(-(-out.shape[1] // W8), -(-out.shape[0] // MT4)), 32 * W8](
+        a_words, a_scale, w.view(np.uint32), w_scale, out, qk.ternary_lut_device())
+
+
 def launcher(kernel):
     def launch(out, a, a_scale, w, w_scale):
         kernel[(-(-out.shape[1] // W8), out.shape[0]), 32 * W8](a, a_scale, w, w_scale, out)
     return launch
 
 
-VARIANTS = {"warp": qk.launch_ternary_gemm_warp, "select": launcher(tern_select), "select x4": launcher(tern_select4)}
+VARIANTS = {"warp": qk.launch_ternary_gemm_warp, "select": launcher(tern_select), "select x4": launcher(tern_select4),
+            "dp4a": qk.launch_ternary_gemm_dp4a, "dp4a smem": launch_dp4a_smem,
+            "dp4a mt4": launch_dp4a_mt, "dp4a w32": launch_dp4a_w32}
 
 
 def main():

@@ -330,6 +330,65 @@ def launch_ternary_gemm_warp(out, a, a_scale, w_packed, w_scale):
     ternary_gemm_warp[grid, 32 * WARPS_PER_BLOCK](a, a_scale, w_packed, w_scale, out)
 
 
+def ternary_byte_words():
+    """``lut[b]``: the four ternary weights of packed byte ``b`` as four int8 in one int32 word
+    (code 01 -> 1, 11 -> -1, 00 and the unused 10 -> 0; weight t in byte t, as DP4A reads them)."""
+    codes = (np.arange(256)[:, None] >> (2 * np.arange(4))) & 3
+    weights = np.where(codes == 1, 1, np.where(codes == 3, -1, 0)).astype(np.int8)
+    return np.ascontiguousarray(weights).view(np.int32).reshape(256)
+
+
+_device_lut = {}
+
+
+def ternary_lut_device():
+    """``ternary_byte_words()`` on the GPU, made once per process."""
+    if "lut" not in _device_lut:
+        _device_lut["lut"] = cuda.to_device(ternary_byte_words())
+    return _device_lut["lut"]
+
+
+def activation_words(a):
+    """Device int8 activations (M, K) read as int32 words (M, ceil(K / 4)): word j holds
+    a[m, 4j..4j+3], the four activations that byte j of a packed ternary row multiplies. No copy when
+    K is a multiple of 4; otherwise a zero-padded copy (through the host: the check's ragged shapes,
+    never the timed ones)."""
+    if a.shape[1] % 4 == 0 and a.is_c_contiguous():
+        return a.view(np.int32)
+    return cuda.to_device(as_words(pad_cols(a.copy_to_host(), 4)))
+
+
+@cuda.jit
+def ternary_gemm_dp4a(a_words, a_scale, w_packed, w_scale, out, lut):
+    """One warp per output ``(m, n)``, four codes per instruction: byte ``j`` of weight row ``n``
+    becomes four int8 weights through the 256-word table (copied into shared memory by the block's
+    256 threads), and one DP4A multiplies them with activation word ``j`` and adds the four
+    products. Lanes take neighbouring bytes; the warp sums with shuffles. 256 threads per block."""
+    table = cuda.shared.array(256, int32)
+    table[cuda.threadIdx.x] = lut[cuda.threadIdx.x]
+    cuda.syncthreads()
+    lane = cuda.threadIdx.x % 32
+    n = cuda.blockIdx.x * WARPS_PER_BLOCK + cuda.threadIdx.x // 32
+    m = cuda.blockIdx.y
+    if n >= out.shape[1] or m >= out.shape[0]:
+        return
+    acc = int32(0)
+    for j in range(lane, w_packed.shape[1], 32):
+        acc = dp4a(a_words[m, j], table[w_packed[n, j]], acc)
+    offset = 16
+    while offset > 0:
+        acc += cuda.shfl_down_sync(0xFFFFFFFF, acc, offset)
+        offset //= 2
+    if lane == 0:
+        out[m, n] = float32(acc) * a_scale[m] * w_scale[0]
+
+
+def launch_ternary_gemm_dp4a(out, a, a_scale, w_packed, w_scale):
+    grid = (-(-out.shape[1] // WARPS_PER_BLOCK), out.shape[0])
+    ternary_gemm_dp4a[grid, 32 * WARPS_PER_BLOCK](activation_words(a), a_scale, w_packed, w_scale, out,
+                                                  ternary_lut_device())
+
+
 def launch_ternary_quantize(packed, scale, w, total=None):
     total = cuda.device_array(1, np.float64) if total is None else total
     zero_first[1, 1](total)
