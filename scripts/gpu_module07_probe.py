@@ -172,7 +172,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     p.add_argument("--slices", type=int, default=7)
-    p.add_argument("--jobs", default="fused:4096", help="method:size[:tm,tn,tk,threads,depth];... compiled in parallel, then timed")
+    p.add_argument("--jobs", default="fused:4096", help="method:size[:tm,tn,tk,threads,depth[,group_m]];... compiled in parallel, then timed")
     p.add_argument("--peer-sizes", default="4096,8192")
     p.add_argument("--config", default="128,128,128,128,3")
     p.add_argument("--skip-check", action="store_true")
@@ -181,16 +181,16 @@ def main():
 
     env = kl.setup(quiet=True)
     print(kl.environment.describe(env), flush=True)
-    tm, tn, tk, nt, dp = (int(x) for x in args.config.split(","))
-    cfg = dict(tile_m=tm, tile_n=tn, tile_k=tk, threads=nt, depth=dp)
+    keys = ("tile_m", "tile_n", "tile_k", "threads", "depth", "group_m")
+    cfg = dict(zip(keys, (int(x) for x in args.config.split(","))))
     jobs = []
     for item in args.jobs.split(";"):
         if item:
             parts = item.split(":")
             job_cfg = cfg
             if len(parts) == 3:
-                tm, tn, tk, nt, dp = (int(x) for x in parts[2].split(","))
-                job_cfg = dict(tile_m=tm, tile_n=tn, tile_k=tk, threads=nt, depth=dp)
+                values = [int(x) for x in parts[2].split(",")]
+                job_cfg = dict(zip(keys, values))
             jobs.append((parts[0], int(parts[1]), args.slices, job_cfg))
     results = {"checks": [], "peers": [], "methods": [], "compiles": []}
     OUT_FILE[0] = str(Path(args.out, "probe07.json"))

@@ -97,7 +97,7 @@ def main():
     p.add_argument("--shapes", default="300x200x400", help="MxNxK or a single size N for NxNxN, comma-separated")
     p.add_argument("--methods", default="fused,partial,unfused")
     p.add_argument("--slices", type=int, default=7)
-    p.add_argument("--config", default="128,256,128,256,3", help="tile_m,tile_n,tile_k,threads,depth; ';' between several")
+    p.add_argument("--config", default="128,256,128,256,3", help="tile_m,tile_n,tile_k,threads,depth[,group_m]; ';' between several")
     p.add_argument("--cc", default="9.0")
     p.add_argument("--cache-dir", default=os.environ.get("KERNEL_LAB_CACHE_DIR"))
     p.add_argument("--processes", type=int, default=os.cpu_count() or 2)
@@ -116,8 +116,8 @@ def main():
         shapes.append(tuple(dims * 3) if len(dims) == 1 else tuple(dims))
     cfgs = []
     for c in args.config.split(";"):
-        tm, tn, tk, nt, dp = (int(x) for x in c.split(","))
-        cfgs.append(dict(tile_m=tm, tile_n=tn, tile_k=tk, threads=nt, depth=dp))
+        values = [int(x) for x in c.split(",")]
+        cfgs.append(dict(zip(("tile_m", "tile_n", "tile_k", "threads", "depth", "group_m"), values)))
     cc = tuple(int(x) for x in args.cc.split("."))
     if args.plain:
         sys.path.insert(0, str(ROOT / "utilities"))

@@ -110,3 +110,35 @@ def test_bench_table_formats_every_row():
 def test_bench_refuses_without_a_gpu_and_says_why():
     with pytest.raises(KernelLabArgumentError, match="cannot run here: .*simulator"):
         bench_ozaki.measure(sizes=(8,))
+
+
+def test_kernel_factories_return_one_kernel_per_configuration():
+    # compile_once allows a kernel its dynamic shared memory once per shape: a factory that built a
+    # new dispatcher on every call would launch an unconfigured kernel the second time
+    # (CUDA_ERROR_INVALID_VALUE on an H100)
+    for factory in (g.pair_products_kernel, g.diagonal_sums_kernel, g.fused_kernel, g.grouped_tile_function):
+        assert hasattr(factory, "cache_info"), f"{factory.__name__} is not cached"
+
+
+@pytest.mark.parametrize("tiles_m, tiles_n, group", [(5, 3, 2), (20, 6, 8), (3, 4, 0), (7, 2, 16)])
+def test_grouped_tiles_cover_every_tile_once_and_walk_a_band_of_rows(tiles_m, tiles_n, group):
+    tile = g.grouped_tile_function(group)
+
+    @cuda.jit
+    def record(out):
+        bm, bn = tile()
+        pid = cuda.blockIdx.y * cuda.gridDim.x + cuda.blockIdx.x
+        out[pid, 0] = bm
+        out[pid, 1] = bn
+
+    out = cuda.to_device(np.full((tiles_m * tiles_n, 2), -1, np.int32))
+    record[(tiles_m, tiles_n), 1](out)
+    got = [tuple(int(v) for v in row) for row in out.copy_to_host()]
+    assert sorted(got) == [(i, j) for i in range(tiles_m) for j in range(tiles_n)]
+    if group == 0:
+        assert got[:tiles_m] == [(i, 0) for i in range(tiles_m)]  # row after row down the first column
+    else:
+        band = min(group, tiles_m)
+        assert got[:band] == [(i, 0) for i in range(band)]  # down the band, then one column right
+        assert got[band] == ((0, 1) if tiles_n > 1 else (band, 0))
+        assert all(bm < band for bm, _ in got[:band * tiles_n])

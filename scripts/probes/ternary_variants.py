@@ -13,6 +13,7 @@ growing ~linearly with M. Variants, each checked with check_ternary_gemm, then t
   dp4a smem  : the same with the table copied into shared memory by each block
   dp4a mt4   : and four activation rows per warp pass (a weight byte decoded once for 4 rows)
   dp4a w32   : and the weights read four bytes (16 codes) per lane load (K a multiple of 16)
+  w32 x4     : dp4a w32 with four activation rows per pass in four scalar accumulators (registers)
 """
 import numpy as np
 
@@ -173,6 +174,68 @@ def tern_dp4a_w32(a_words, a_scale, w32, w_scale, out, lut):
             out[m0 + i, n] = float32(v) * a_scale[m0 + i] * w_scale[0]
 
 
+@cuda.jit(device=True, inline="always")
+def warp_sum(v):
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    return v
+
+
+@cuda.jit
+def tern_w32_x4(a_words, a_scale, w32, w_scale, out, lut):
+    table = cuda.shared.array(256, int32)
+    table[cuda.threadIdx.x] = lut[cuda.threadIdx.x]
+    cuda.syncthreads()
+    lane = cuda.threadIdx.x % 32
+    n = cuda.blockIdx.x * W8 + cuda.threadIdx.x // 32
+    m0 = cuda.blockIdx.y * 4
+    if n >= out.shape[1]:
+        return
+    rows = out.shape[0]
+    # rows past M read row 0 (always there) and are never written: no branch in the loop
+    r1 = m0 + 1 if m0 + 1 < rows else m0
+    r2 = m0 + 2 if m0 + 2 < rows else m0
+    r3 = m0 + 3 if m0 + 3 < rows else m0
+    acc0 = int32(0)
+    acc1 = int32(0)
+    acc2 = int32(0)
+    acc3 = int32(0)
+    for jw in range(lane, w32.shape[1], 32):
+        word = w32[n, jw]
+        for q in range(4):
+            wt = table[(word >> (8 * q)) & 0xFF]
+            j = 4 * jw + q
+            acc0 = dp4a(a_words[m0, j], wt, acc0)
+            acc1 = dp4a(a_words[r1, j], wt, acc1)
+            acc2 = dp4a(a_words[r2, j], wt, acc2)
+            acc3 = dp4a(a_words[r3, j], wt, acc3)
+    acc0 = warp_sum(acc0)
+    acc1 = warp_sum(acc1)
+    acc2 = warp_sum(acc2)
+    acc3 = warp_sum(acc3)
+    if lane == 0:
+        s = w_scale[0]
+        out[m0, n] = float32(acc0) * a_scale[m0] * s
+        if m0 + 1 < rows:
+            out[m0 + 1, n] = float32(acc1) * a_scale[m0 + 1] * s
+        if m0 + 2 < rows:
+            out[m0 + 2, n] = float32(acc2) * a_scale[m0 + 2] * s
+        if m0 + 3 < rows:
+            out[m0 + 3, n] = float32(acc3) * a_scale[m0 + 3] * s
+
+
+def launch_w32_x4(out, a, a_scale, w, w_scale):
+    if w.shape[1] % 4:
+        w = cuda.to_device(qk.pad_cols(w.copy_to_host(), 4))
+    a_words = qk.activation_words(a)
+    if a_words.shape[1] % 4:
+        a_words = cuda.to_device(qk.pad_cols(a_words.copy_to_host(), 4))
+    tern_w32_x4[(-(-out.shape[1] // W8), -(-out.shape[0] // 4)), 32 * W8](
+        a_words, a_scale, w.view(np.uint32), w_scale, out, qk.ternary_lut_device())
+
+
 def launch_dp4a_mt(out, a, a_scale, w, w_scale):
     tern_dp4a_mt[(-(-out.shape[1] // W8), -(-out.shape[0] // MT4)), 32 * W8](
         qk.activation_words(a), a_scale, w, w_scale, out, qk.ternary_lut_device())
@@ -196,7 +259,7 @@ def launcher(kernel):
 
 VARIANTS = {"warp": qk.launch_ternary_gemm_warp, "select": launcher(tern_select), "select x4": launcher(tern_select4),
             "dp4a": qk.launch_ternary_gemm_dp4a, "dp4a smem": launch_dp4a_smem,
-            "dp4a mt4": launch_dp4a_mt, "dp4a w32": launch_dp4a_w32}
+            "dp4a mt4": launch_dp4a_mt, "dp4a w32": launch_dp4a_w32, "w32 x4": launch_w32_x4}
 
 
 def main():

@@ -69,6 +69,14 @@ class OzakiConfig:
     The default was the fastest of four measured on an H100 for the fused kernel at 8192^3
     (2026-11-23, 7 slices): 128x256x128 with two warpgroups, depth 3: 30.7 ms; 128x128x128 with one
     warpgroup: 56.7 ms (depth 4: 57.9); 256x128x128 with two: 46.3 ms.
+
+    ``group_m`` (tiles taken in bands of tile rows, for L2 reuse) measured little on the same GPU
+    (2026-11-26, 8192^3, one process at a time): row after row 31.1 ms, bands of 4 / 8 / 16 / 32
+    rows 31.0 / 30.1 / 29.9 / 30.2 ms. The kernel is not bandwidth-bound (Nsight Compute: 1.71 TB/s,
+    L2 hit rate 62%); its INT tensor pipe is 62% busy, one 256-thread block per SM (registers and
+    shared memory) leaves nothing to overlap the seven per-diagonal epilogues, and 39% of the warps'
+    stall cycles are at block barriers. So the default stays 0: the notebooks' kernels (which take
+    ``blockIdx`` as their tile) and the package's stay the same kernel.
     """
 
     tile_m: int = 128
@@ -76,9 +84,11 @@ class OzakiConfig:
     tile_k: int = 128
     threads: int = 256
     depth: int = 3
+    group_m: int = 0  # fused kernel: blocks take output tiles in groups of this many tile rows (0: row after row)
 
     def label(self) -> str:
-        return f"{self.tile_m}x{self.tile_n}x{self.tile_k}, {self.threads} threads, depth {self.depth}"
+        grouped = f", tiles in groups of {self.group_m} rows" if self.group_m else ""
+        return f"{self.tile_m}x{self.tile_n}x{self.tile_k}, {self.threads} threads, depth {self.depth}{grouped}"
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -398,6 +408,31 @@ def diagonal_sums_kernel(cfg: OzakiConfig, make=None):
 
 
 @functools.lru_cache(maxsize=None)
+def grouped_tile_function(group_m: int):
+    """A device function ``() -> (bm, bn)``: the output tile of this block of a ``(tiles_m,
+    tiles_n)`` grid. Blocks start in the order of their linear index (x fastest); with
+    ``group_m = 0`` block (x, y) takes tile (x, y), so the blocks running at once cover a few whole
+    tile *columns* and every tile row: each of them streams its own A panel. With ``group_m = G``
+    consecutive blocks walk down G tile rows, then move one column right: the blocks running at once
+    cover a G-row band, and share its A panels and their B panels through L2."""
+
+    @cuda.jit(device=True, inline="always")
+    def grouped_tile():
+        if group_m <= 0:
+            return np.int32(cuda.blockIdx.x), np.int32(cuda.blockIdx.y)
+        tiles_m = cuda.gridDim.x
+        pid = cuda.blockIdx.y * tiles_m + cuda.blockIdx.x
+        per_group = group_m * cuda.gridDim.y
+        group = pid // per_group
+        first = group * group_m
+        rows = min(tiles_m - first, group_m)
+        local = pid - group * per_group
+        return np.int32(first + local % rows), np.int32(local // rows)
+
+    return grouped_tile
+
+
+@functools.lru_cache(maxsize=None)
 def fused_kernel(cfg: OzakiConfig, make=None):
     """Fully fused: block (tile_m, tile_n) runs every diagonal, least significant first, and adds
     ``alpha * D_d * 2**(ea + eb - 12 - 8d)`` into C in float64 (beta once, C not read if beta is 0).
@@ -407,11 +442,12 @@ def fused_kernel(cfg: OzakiConfig, make=None):
     TM, TN = cfg.tile_m, cfg.tile_n
     NT = cfg.threads
 
+    grouped_tile = grouped_tile_function(cfg.group_m)
+
     def fused(slices, ea, eb, alpha, beta, c, pipe):
         smem = cuda.shared.array(shape=(0,), dtype=np.int8, alignment=pipe.buffer_alignment)
         shifts = smem[pipe.buffer_size:].view(np.int32)  # the tile's TM row exponents, then TN column ones
-        bm = cuda.blockIdx.x
-        bn = cuda.blockIdx.y
+        bm, bn = grouped_tile()
         m, n = c.shape
         row0 = bm * TM
         col0 = bn * TN

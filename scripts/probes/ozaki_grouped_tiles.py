@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Module 07's fused kernel with its output tiles taken in groups of tile rows (L2 reuse), at 8192^3.
+
+    PYTHONPATH=utilities python3 scripts/probes/ozaki_grouped_tiles.py [--groups 0,16] [--n 8192]
+
+Phase 1 compiles every group size's kernel at once, one process each (filling the cubin cache);
+phase 2 times them one after the other, each in a fresh process that finds its kernel in the cache:
+end to end with slicing (CUDA events, L2 flushed, median), the error against DGEMM, and the ratio to
+cuBLAS DGEMM timed in the same process. (Timing processes side by side on one GPU measures their
+contention, not the kernels.)
+"""
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+
+def child(group: int, n: int, compile_only: bool) -> dict:
+    import kernel_lab as kl
+
+    kl.setup(quiet=True)
+    import cupy as cp
+    import numpy as np
+
+    from kernel_lab.bench import time_ms
+    from kernel_lab.ozaki.gpu import OzakiConfig, OzakiGemm
+
+    out = {"group_m": group, "n": n}
+    try:
+        g = OzakiGemm(7, "fused", OzakiConfig(group_m=group))
+        a = cp.random.standard_normal((n, n))
+        b = cp.random.standard_normal((n, n))
+        c = cp.empty((n, n))
+        t0 = time.perf_counter()
+        g(a, b, c)
+        cp.cuda.Device().synchronize()
+        out["first_call_s"] = round(time.perf_counter() - t0, 1)
+        if compile_only:
+            return out
+        g(a, b, c)  # the second launch (the one that failed)
+        cp.cuda.Device().synchronize()
+        t = float(np.median(time_ms(lambda: g(a, b, c), warmup=2, repeat=9)))
+        ref = a @ b
+        out["diff_vs_dgemm"] = float(cp.linalg.norm(c - ref) / cp.linalg.norm(ref))
+        td = float(np.median(time_ms(lambda: a @ b, warmup=2, repeat=9)))
+        out.update(ms=round(t, 3), tflops=round(2 * n**3 / t / 1e9, 2), dgemm_ms=round(td, 3),
+                   ratio_to_dgemm=round(td / t, 3))
+    except Exception as exc:  # noqa: BLE001
+        out["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--groups", default="0,16")
+    p.add_argument("--n", type=int, default=8192)
+    p.add_argument("--child", type=int, default=None)
+    p.add_argument("--compile-only", action="store_true")
+    args = p.parse_args()
+    if args.child is not None:
+        print("RESULT " + json.dumps(child(args.child, args.n, args.compile_only)), flush=True)
+        return
+    groups = [int(g) for g in args.groups.split(",")]
+
+    def run(gs, label, *extra):
+        procs = [subprocess.Popen([sys.executable, __file__, "--child", str(g), "--n", str(args.n), *extra],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for g in gs]
+        for g, pr in zip(gs, procs):
+            text = pr.communicate()[0]
+            lines = [ln for ln in text.splitlines() if ln.startswith("RESULT ")]
+            print(label, lines[-1][7:] if lines else f"group {g}: no result\n{text[-2000:]}", flush=True)
+
+    t0 = time.perf_counter()
+    run(groups, "compiled:", "--compile-only")
+    print(f"[{time.perf_counter() - t0:.0f} s]", flush=True)
+    for g in groups:
+        run([g], "timed:")
+    print(f"[{time.perf_counter() - t0:.0f} s]", flush=True)
+
+
+main()
