@@ -11,7 +11,16 @@ cumsum and then timed (CUDA events, L2 flushed, median) beside the copy roofline
 * fence  : value, threadfence, flag (the package's design), warp look-back;
 * packed : flag and value in one 64-bit status word: one ``atomic.exch`` publishes both, polls
            are relaxed loads; no fence anywhere (CUB's design for 4-byte values);
-each at several (threads, items per thread).
+* epoch  : packed, with no reset kernel: the ticket wraps by itself (``atomic.inc``) and each word
+           carries the launch's number, so an older launch's word reads as "not published";
+and, for the tile number: a ticket (``reset``), ``blockidx`` (CUB's: no round trip before the first
+load, no guarantee), ``speculate`` (load tile blockIdx.x while the ticket travels, reload if the
+ticket differs); each at several (threads, items per thread).
+
+Measured on an H100 at 2^26 floats (2026-11-26), of the copy roofline: fence 256x8 50%, 256x16
+57%; packed 256x8 77-78%, 256x12 76%, 256x16 70%, 128x16 71%, 512x8 77%, 128x32 49%; epoch 256x8
+77-78%; packed blockidx 81%; speculate 67-69% (the ticket order differs from blockIdx.x often
+enough that blocks load twice); CuPy cumsum 33%.
 """
 import sys
 

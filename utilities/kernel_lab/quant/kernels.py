@@ -292,7 +292,7 @@ def ternary_gemm(a, a_scale, w_packed, w_scale, out):
     out[m, n] = float32(acc) * a_scale[m] * w_scale[0]
 
 
-WARPS_PER_BLOCK = 8  # ternary_gemm_warp: weight rows per block of 256 threads
+WARPS_PER_BLOCK = 8  # ternary_gemm_warp and ternary_gemm_dp4a: weight rows per block of 256 threads
 
 
 @cuda.jit
