@@ -20,7 +20,11 @@ ticket differs); each at several (threads, items per thread).
 Measured on an H100 at 2^26 floats (2026-11-26), of the copy roofline: fence 256x8 50%, 256x16
 57%; packed 256x8 77-78%, 256x12 76%, 256x16 70%, 128x16 71%, 512x8 77%, 128x32 49%; epoch 256x8
 77-78%; packed blockidx 81%; speculate 67-69% (the ticket order differs from blockIdx.x often
-enough that blocks load twice); CuPy cumsum 33%.
+enough that blocks load twice); CuPy cumsum 33%. Also tried (a package variant, since removed): a
+persistent grid (8 blocks per SM) in which each block takes its next ticket while it scans the
+current tile, to hide the ticket's round trip and keep the guarantee: 33-35%, because a block's
+trips are serial (load, scan, look-back, store) where a fresh block per tile starts loading while
+the previous one's stores drain.
 """
 import sys
 
