@@ -25,6 +25,7 @@ def test_config_pads_to_whole_tiles_and_a_full_pipeline():
     assert cfg.problems() == []
     bad = g.OzakiConfig(tile_m=96, tile_k=32, threads=100, depth=1)
     assert len(bad.problems()) == 4
+    assert "384 threads" in " ".join(g.OzakiConfig(threads=384).problems())  # slow and inexact on an H100
 
 
 def test_ozaki_gemm_refuses_bad_arguments_before_any_gpu_work():

@@ -2,6 +2,10 @@
 """Module 07's fused kernel with its output tiles taken in groups of tile rows (L2 reuse), at 8192^3.
 
     PYTHONPATH=utilities python3 scripts/probes/ozaki_grouped_tiles.py [--groups 0,16] [--n 8192]
+    PYTHONPATH=utilities python3 scripts/probes/ozaki_grouped_tiles.py --configs "128,256,128,384,3,0;..."
+
+(``--configs``: whole configurations, tile_m,tile_n,tile_k,threads,depth,group_m, instead of group
+sizes of the default one.)
 
 Phase 1 compiles every group size's kernel at once, one process each (filling the cubin cache);
 phase 2 times them one after the other, each in a fresh process that finds its kernel in the cache:
@@ -16,7 +20,16 @@ import sys
 import time
 
 
-def child(group: int, n: int, compile_only: bool) -> dict:
+KEYS = ("tile_m", "tile_n", "tile_k", "threads", "depth", "group_m")
+
+
+def parse(spec: str) -> dict:
+    """"16" (a group size of the default configuration) or "128,256,128,384,3,0" (a whole one)."""
+    values = [int(v) for v in spec.split(",")]
+    return {"group_m": values[0]} if len(values) == 1 else dict(zip(KEYS, values))
+
+
+def child(spec: str, n: int, compile_only: bool) -> dict:
     import kernel_lab as kl
 
     kl.setup(quiet=True)
@@ -26,9 +39,10 @@ def child(group: int, n: int, compile_only: bool) -> dict:
     from kernel_lab.bench import time_ms
     from kernel_lab.ozaki.gpu import OzakiConfig, OzakiGemm
 
-    out = {"group_m": group, "n": n}
+    cfg = OzakiConfig(**parse(spec))
+    out = {"config": cfg.label(), "n": n}
     try:
-        g = OzakiGemm(7, "fused", OzakiConfig(group_m=group))
+        g = OzakiGemm(7, "fused", cfg)
         a = cp.random.standard_normal((n, n))
         b = cp.random.standard_normal((n, n))
         c = cp.empty((n, n))
@@ -55,13 +69,14 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--groups", default="0,16")
     p.add_argument("--n", type=int, default=8192)
-    p.add_argument("--child", type=int, default=None)
+    p.add_argument("--configs", default=None)
+    p.add_argument("--child", default=None)
     p.add_argument("--compile-only", action="store_true")
     args = p.parse_args()
     if args.child is not None:
         print("RESULT " + json.dumps(child(args.child, args.n, args.compile_only)), flush=True)
         return
-    groups = [int(g) for g in args.groups.split(",")]
+    groups = args.configs.split(";") if args.configs else args.groups.split(",")
 
     def run(gs, label, *extra):
         procs = [subprocess.Popen([sys.executable, __file__, "--child", str(g), "--n", str(args.n), *extra],
