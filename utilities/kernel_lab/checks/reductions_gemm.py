@@ -444,8 +444,8 @@ def check_status_word(pack, unpack, *, name: str = "status word", quiet: bool = 
                           f"{hint}")
     if quiet:
         return
-    print(f"{name}: pack and unpack agree bit for bit on {n} (flag, value) pairs, negatives, -0.0 and "
-          "infinities included")
+    agree = f"pack and unpack agree bit for bit on {n} (flag, value) pairs, negatives, -0.0 and infinities included"
+    print(f"{name}: {agree}")
     progress.passed(name)
 
 
