@@ -348,14 +348,23 @@ def ternary_lut_device():
     return _device_lut["lut"]
 
 
-def activation_words(a):
+def activation_words(a, words_multiple: int = 1):
     """Device int8 activations (M, K) read as int32 words (M, ceil(K / 4)): word j holds
     a[m, 4j..4j+3], the four activations that byte j of a packed ternary row multiplies. No copy when
-    K is a multiple of 4; otherwise a zero-padded copy (through the host: the check's ragged shapes,
-    never the timed ones)."""
-    if a.shape[1] % 4 == 0 and a.is_c_contiguous():
+    K is a multiple of 4 (of ``4 * words_multiple``); otherwise a zero-padded copy (through the host:
+    the check's ragged shapes, never the timed ones)."""
+    if a.shape[1] % (4 * words_multiple) == 0 and a.is_c_contiguous():
         return a.view(np.int32)
-    return cuda.to_device(as_words(pad_cols(a.copy_to_host(), 4)))
+    return cuda.to_device(as_words(pad_cols(a.copy_to_host(), 4 * words_multiple)))
+
+
+def weight_words(w_packed):
+    """Packed ternary weights (N, ceil(K / 4)) bytes read as uint32 words (N, ceil(K / 16)): sixteen
+    codes per word, byte q of word w being byte 4w + q of the row. A zero-padded copy (codes 00)
+    when a row is not a whole number of words (the check's ragged shapes)."""
+    if w_packed.shape[1] % 4 == 0 and w_packed.is_c_contiguous():
+        return w_packed.view(np.uint32)
+    return cuda.to_device(np.ascontiguousarray(pad_cols(w_packed.copy_to_host(), 4)).view(np.uint32))
 
 
 @cuda.jit
@@ -387,6 +396,71 @@ def launch_ternary_gemm_dp4a(out, a, a_scale, w_packed, w_scale):
     grid = (-(-out.shape[1] // WARPS_PER_BLOCK), out.shape[0])
     ternary_gemm_dp4a[grid, 32 * WARPS_PER_BLOCK](activation_words(a), a_scale, w_packed, w_scale, out,
                                                   ternary_lut_device())
+
+
+ROWS = 4  # ternary_gemm_rows4: activation rows per pass of the weights
+
+
+@cuda.jit(device=True, inline="always")
+def warp_sum_i32(v):
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    return v
+
+
+@cuda.jit
+def ternary_gemm_rows4(a_words, a_scale, w_words, w_scale, out, lut):
+    """``ternary_gemm_dp4a`` with each weight read once for four rows ``m``: a warp per weight row
+    ``n`` and rows ``4 * blockIdx.y ..`` ``+ 3``; a lane loads a uint32 of the row (sixteen codes),
+    decodes each byte once and runs its DP4A against the four rows' activation words, four
+    accumulators in registers. ``a_words`` must cover ``4 * w_words.shape[1]`` words per row."""
+    table = cuda.shared.array(256, int32)
+    table[cuda.threadIdx.x] = lut[cuda.threadIdx.x]
+    cuda.syncthreads()
+    lane = cuda.threadIdx.x % 32
+    n = cuda.blockIdx.x * WARPS_PER_BLOCK + cuda.threadIdx.x // 32
+    m0 = cuda.blockIdx.y * ROWS
+    rows = out.shape[0]
+    if n >= out.shape[1]:
+        return
+    # Rows past M read row m0 again (it exists) and are never written: no branch in the loop.
+    r1 = m0 + 1 if m0 + 1 < rows else m0
+    r2 = m0 + 2 if m0 + 2 < rows else m0
+    r3 = m0 + 3 if m0 + 3 < rows else m0
+    acc0 = int32(0)
+    acc1 = int32(0)
+    acc2 = int32(0)
+    acc3 = int32(0)
+    for w in range(lane, w_words.shape[1], 32):
+        word = w_words[n, w]
+        for q in range(4):
+            wt = table[(word >> (8 * q)) & 0xFF]
+            j = 4 * w + q
+            acc0 = dp4a(a_words[m0, j], wt, acc0)
+            acc1 = dp4a(a_words[r1, j], wt, acc1)
+            acc2 = dp4a(a_words[r2, j], wt, acc2)
+            acc3 = dp4a(a_words[r3, j], wt, acc3)
+    acc0 = warp_sum_i32(acc0)
+    acc1 = warp_sum_i32(acc1)
+    acc2 = warp_sum_i32(acc2)
+    acc3 = warp_sum_i32(acc3)
+    if lane == 0:
+        s = w_scale[0]
+        out[m0, n] = float32(acc0) * a_scale[m0] * s
+        if m0 + 1 < rows:
+            out[m0 + 1, n] = float32(acc1) * a_scale[m0 + 1] * s
+        if m0 + 2 < rows:
+            out[m0 + 2, n] = float32(acc2) * a_scale[m0 + 2] * s
+        if m0 + 3 < rows:
+            out[m0 + 3, n] = float32(acc3) * a_scale[m0 + 3] * s
+
+
+def launch_ternary_gemm_rows4(out, a, a_scale, w_packed, w_scale):
+    grid = (-(-out.shape[1] // WARPS_PER_BLOCK), -(-out.shape[0] // ROWS))
+    ternary_gemm_rows4[grid, 32 * WARPS_PER_BLOCK](activation_words(a, 4), a_scale, weight_words(w_packed), w_scale,
+                                                   out, ternary_lut_device())
 
 
 def launch_ternary_quantize(packed, scale, w, total=None):
