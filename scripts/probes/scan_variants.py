@@ -38,7 +38,7 @@ from numba import cuda, float32, int32, uint32, uint64  # noqa: E402
 from kernel_lab import scans  # noqa: E402
 from kernel_lab.acquire import load_acquire, load_relaxed  # noqa: E402
 from kernel_lab.bitcast import bits_float, float_bits  # noqa: E402
-from kernel_lab.scans import warp_inclusive_scan  # noqa: E402
+from kernel_lab.scans import warp_inclusive_scan, window_sum  # noqa: E402
 from kernel_lab.vector_loads import load4, store4  # noqa: E402
 
 FULL = 0xFFFFFFFF
@@ -82,16 +82,9 @@ def make_scan(threads, items, publish, ticket_kind="reset"):
             v = float32(0)
             if j >= 0:
                 v = prefixes[j] if f == PRE else aggregates[j]
-            has_prefix = cuda.ballot_sync(FULL, f == PRE)
-            if has_prefix != 0:
-                if lane > cuda.ffs(has_prefix) - 1:
-                    v = float32(0)
-            offset = 16
-            while offset > 0:
-                v += cuda.shfl_down_sync(FULL, v, offset)
-                offset //= 2
+            v, done = window_sum(f, v, lane)
             exclusive += v
-            if has_prefix != 0:
+            if done:
                 return exclusive
             window -= 32
 
@@ -110,16 +103,9 @@ def make_scan(threads, items, publish, ticket_kind="reset"):
                     w = load_relaxed(status, j)
             f = int32(w >> uint64(32))
             v = bits_float(uint32(w & uint64(0xFFFFFFFF)))
-            has_prefix = cuda.ballot_sync(FULL, f == PRE)
-            if has_prefix != 0:
-                if lane > cuda.ffs(has_prefix) - 1:
-                    v = float32(0)
-            offset = 16
-            while offset > 0:
-                v += cuda.shfl_down_sync(FULL, v, offset)
-                offset //= 2
+            v, done = window_sum(f, v, lane)
             exclusive += v
-            if has_prefix != 0:
+            if done:
                 return exclusive
             window -= 32
 
@@ -248,16 +234,9 @@ def make_scan(threads, items, publish, ticket_kind="reset"):
                     w = load_relaxed(status, j)
             f = int32((w >> uint64(32)) & uint64(3))
             v = bits_float(uint32(w & uint64(0xFFFFFFFF)))
-            has_prefix = cuda.ballot_sync(FULL, f == PRE)
-            if has_prefix != 0:
-                if lane > cuda.ffs(has_prefix) - 1:
-                    v = float32(0)
-            offset = 16
-            while offset > 0:
-                v += cuda.shfl_down_sync(FULL, v, offset)
-                offset //= 2
+            v, done = window_sum(f, v, lane)
             exclusive += v
-            if has_prefix != 0:
+            if done:
                 return exclusive
             window -= 32
 

@@ -461,6 +461,22 @@ def scan_three_kernels(out, x, scratch=None):
     scan_add_offsets[tiles, THREADS](x, out, offsets)
 
 
+@cuda.jit(device=True, inline="always")
+def window_sum(flag, v, lane):
+    """One round of a warp look-back, once all 32 lanes hold a published ``flag`` and its value
+    ``v`` (lane ``j`` for the tile ``j`` places back): the sum of the values up to and including the
+    nearest inclusive prefix (all 32 if there is none), in lane 0, and whether there was one."""
+    has_prefix = cuda.ballot_sync(FULL_MASK, flag == FLAG_PREFIX)
+    if has_prefix != 0:
+        if lane > cuda.ffs(has_prefix) - 1:  # past the nearest tile with an inclusive prefix
+            v = float32(0)
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(FULL_MASK, v, offset)
+        offset //= 2
+    return v, has_prefix != 0
+
+
 @cuda.jit(device=True)
 def look_back_warp(tile, flags, aggregates, prefixes):
     """Warp 0 of the block: the sum of every element before tile ``tile`` (valid in lane 0).
@@ -484,17 +500,9 @@ def look_back_warp(tile, flags, aggregates, prefixes):
         v = float32(0)
         if j >= 0:  # read after the acquire load that saw the flag: the published value
             v = prefixes[j] if f == FLAG_PREFIX else aggregates[j]
-        has_prefix = cuda.ballot_sync(FULL_MASK, f == FLAG_PREFIX)
-        if has_prefix != 0:
-            nearest = cuda.ffs(has_prefix) - 1  # lowest lane = nearest tile with a prefix
-            if lane > nearest:
-                v = float32(0)
-        offset = 16
-        while offset > 0:
-            v += cuda.shfl_down_sync(FULL_MASK, v, offset)
-            offset //= 2
+        v, done = window_sum(f, v, lane)
         exclusive += v
-        if has_prefix != 0:
+        if done:
             return exclusive
         window -= 32
 
@@ -611,16 +619,9 @@ def make_status_scan(pack=pack_status, unpack=unpack_status, by_ticket: bool = T
                 if flag == FLAG_NONE:
                     word = load_relaxed(status, j)
                     flag, v = unpack(word)  # flag and value from one load: they belong together
-            has_prefix = cuda.ballot_sync(FULL_MASK, flag == FLAG_PREFIX)
-            if has_prefix != 0:
-                if lane > cuda.ffs(has_prefix) - 1:  # past the nearest inclusive prefix
-                    v = float32(0)
-            offset = 16
-            while offset > 0:
-                v += cuda.shfl_down_sync(FULL_MASK, v, offset)
-                offset //= 2
+            v, done = window_sum(flag, v, lane)
             exclusive += v
-            if has_prefix != 0:
+            if done:
                 return exclusive
             window -= 32
 

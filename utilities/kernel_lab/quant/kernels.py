@@ -43,12 +43,16 @@ def warp_max_f32(v):
 
 
 @cuda.jit(device=True)
-def warp_sum_f32(v):
+def warp_sum(v):
+    """The sum of ``v`` (float32 or int32) over the warp, in every lane (butterfly shuffles)."""
     off = 16
     while off > 0:
         v += cuda.shfl_xor_sync(0xFFFFFFFF, v, off)
         off //= 2
     return v
+
+
+warp_sum_f32 = warp_sum  # the name notebook 05.6 imports
 
 
 # --- 05.1 symmetric INT8, per tensor, scale from the GPU's absmax --------------------------------
@@ -299,7 +303,7 @@ WARPS_PER_BLOCK = 8  # ternary_gemm_warp and ternary_gemm_dp4a: weight rows per 
 def ternary_gemm_warp(a, a_scale, w_packed, w_scale, out):
     """The same product, one warp per output ``(m, n)``: the lanes read consecutive bytes of weight
     row ``n`` (a warp's load is 32 neighbouring bytes, one sector) and the 4 activations of each, then
-    the warp sums its 32 partial sums with shuffles. Grid: (ceil(N / 8), M) blocks of 256 threads."""
+    the warp sums its 32 partial sums (``warp_sum``). Grid: (ceil(N / 8), M) blocks of 256 threads."""
     lane = cuda.threadIdx.x % 32
     n = cuda.blockIdx.x * WARPS_PER_BLOCK + cuda.threadIdx.x // 32
     m = cuda.blockIdx.y
@@ -317,10 +321,7 @@ def ternary_gemm_warp(a, a_scale, w_packed, w_scale, out):
                     acc += int32(a[m, k])
                 elif code == 3:
                     acc -= int32(a[m, k])
-    offset = 16
-    while offset > 0:
-        acc += cuda.shfl_down_sync(0xFFFFFFFF, acc, offset)
-        offset //= 2
+    acc = warp_sum(acc)
     if lane == 0:
         out[m, n] = float32(acc) * a_scale[m] * w_scale[0]
 
@@ -384,10 +385,7 @@ def ternary_gemm_dp4a(a_words, a_scale, w_packed, w_scale, out, lut):
     acc = int32(0)
     for j in range(lane, w_packed.shape[1], 32):
         acc = dp4a(a_words[m, j], table[w_packed[n, j]], acc)
-    offset = 16
-    while offset > 0:
-        acc += cuda.shfl_down_sync(0xFFFFFFFF, acc, offset)
-        offset //= 2
+    acc = warp_sum(acc)
     if lane == 0:
         out[m, n] = float32(acc) * a_scale[m] * w_scale[0]
 
@@ -399,15 +397,6 @@ def launch_ternary_gemm_dp4a(out, a, a_scale, w_packed, w_scale):
 
 
 ROWS = 4  # ternary_gemm_rows4: activation rows per pass of the weights
-
-
-@cuda.jit(device=True, inline="always")
-def warp_sum_i32(v):
-    offset = 16
-    while offset > 0:
-        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
-        offset //= 2
-    return v
 
 
 @cuda.jit
@@ -442,10 +431,7 @@ def ternary_gemm_rows4(a_words, a_scale, w_words, w_scale, out, lut):
             acc1 = dp4a(a_words[r1, j], wt, acc1)
             acc2 = dp4a(a_words[r2, j], wt, acc2)
             acc3 = dp4a(a_words[r3, j], wt, acc3)
-    acc0 = warp_sum_i32(acc0)
-    acc1 = warp_sum_i32(acc1)
-    acc2 = warp_sum_i32(acc2)
-    acc3 = warp_sum_i32(acc3)
+    acc0, acc1, acc2, acc3 = warp_sum(acc0), warp_sum(acc1), warp_sum(acc2), warp_sum(acc3)
     if lane == 0:
         s = w_scale[0]
         out[m0, n] = float32(acc0) * a_scale[m0] * s
