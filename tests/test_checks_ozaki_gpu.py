@@ -168,3 +168,14 @@ def test_float_comparison_names_the_matching_model():
     wrong, _ = models["beta applied to every diagonal"]
     with pytest.raises(kl.CheckFailed, match="beta applied to every diagonal"):
         chk._compare_float_result("fused", wrong, want, magnitude, models)
+
+
+def test_an_unwritten_c_is_reported_as_not_done():
+    c_in = np.arange(12.0).reshape(3, 4)
+    with pytest.raises(kl.CheckFailed, match="wrote nothing"):
+        chk._require_written("fused kernel", c_in.copy(), c_in)
+    with pytest.raises(kl.CheckFailed, match="Not done yet"):
+        chk._require_written("fused kernel", np.full((3, 4), np.nan), np.full((3, 4), np.nan))
+    got = c_in.copy()
+    got[2, 3] += 1.0
+    chk._require_written("fused kernel", got, c_in)  # written: no complaint here

@@ -338,6 +338,13 @@ def check_diagonal_kernel(make_kernel, slices: int = 7, *, config=None, seed=Non
     raise CheckFailed(msg)
 
 
+def _require_written(label, got, c_in) -> None:
+    """Raise if the kernel left C as it was: an epilogue not written yet, not a wrong result."""
+    if np.array_equal(got, c_in, equal_nan=True):
+        raise CheckFailed(f"{label}: C is exactly as it was before the launch: the kernel wrote nothing. "
+                          "Not done yet? The epilogue must write every element of C inside the result.")
+
+
 def check_fused_kernel(make_kernel, slices: int = 7, *, config=None, seed=None) -> None:
     """Run the learner's fused kernel through ``OzakiGemm(method="fused")`` at an awkward shape, with
     alpha and beta, and with beta = 0 over a C full of NaN; compare with the NumPy scheme."""
@@ -358,6 +365,7 @@ def check_fused_kernel(make_kernel, slices: int = 7, *, config=None, seed=None) 
         g(a_dev, b_dev, c, alpha, beta)
         got = cp.asnumpy(c[cp.asarray(rows)])
         label = f"fused kernel (alpha={alpha}, beta={beta})"
+        _require_written(label, got, c_in)
         if beta == 0 and np.isnan(got).any():
             raise CheckFailed(f"{label}: {int(np.isnan(got).sum())} elements are NaN. C held NaN and beta = 0: C must "
                               "not be read (BLAS's rule).\nHint: on the first diagonal processed, write "

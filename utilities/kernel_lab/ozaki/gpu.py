@@ -47,6 +47,12 @@ PLANES = 16  # digit planes in every buffer: the pipeline's type holds the buffe
 TILE = 32  # the transpose tile of slice_cols and col_exponents
 TILE_PADDED = TILE + 1  # a padded row: no bank conflicts reading columns (module 01.3)
 COL_ROWS = 256  # rows of B each block of col_exponents reduces
+# The fused kernel's epilogue loads this many elements (the INT32 sums and C) before it uses any.
+# Measured on an H100 at 8192^3, 7 slices (2026-11-26, scripts/probes/ozaki_epilogue_variants.py):
+# one element at a time 30.0 ms for the kernel (0.63x DGEMM end to end); C's loads batched 16 at a
+# time 29.1 ms; C's and the sums' loads batched, 8 at a time 25.8 ms, 16 at a time 25.6 ms (0.79x);
+# with no epilogue at all but the last (wrong results, the bound) 23.4 ms.
+EPILOGUE_CHUNK = 16
 
 
 def why_not_here() -> str | None:
@@ -80,6 +86,12 @@ class OzakiConfig:
     day and GPU: 128x256x128 depth 4: 34.8 ms; 128x256x64 depth 6: 43.7 ms; with 384 threads
     (128x256x128 depth 3, 192x256x128 depth 2): 650 and 630 ms, and a relative difference from DGEMM
     of 5e-14 instead of 3.4e-15, so ``problems()`` refuses 384 threads.
+
+    These timings predate the fused kernel's chunked epilogue (``EPILOGUE_CHUNK``), which took the
+    default from about 30 ms to 24.6 ms at 8192^3 (0.77x DGEMM, H100, 07.5's stored run). On the same
+    day 128x128 tiles lost even with the running sum kept in shared memory and C written once (34.5
+    ms), and 64x256 tiles with 128 threads, two blocks an SM, lost more (41-48 ms): their main loops
+    are slower (scripts/probes/ozaki_epilogue_variants.py).
     """
 
     tile_m: int = 128
@@ -443,10 +455,12 @@ def fused_kernel(cfg: OzakiConfig, make=None):
     """Fully fused: block (tile_m, tile_n) runs every diagonal, least significant first, and adds
     ``alpha * D_d * 2**(ea + eb - 12 - 8d)`` into C in float64 (beta once, C not read if beta is 0).
     Grid ``(Mp/TM, Np/TN)``; dynamic shared memory: the pipeline's buffer, then the tile's row and
-    column exponents."""
+    column exponents. The epilogue works in chunks of ``EPILOGUE_CHUNK`` elements, loads first (07.5's
+    second exercise)."""
     MM = matmul_description(cfg)
     TM, TN = cfg.tile_m, cfg.tile_n
     NT = cfg.threads
+    CHUNK = math.gcd(EPILOGUE_CHUNK, TM * TN // NT)  # accumulator elements per thread: a multiple
 
     grouped_tile = grouped_tile_function(cfg.group_m)
 
@@ -455,6 +469,11 @@ def fused_kernel(cfg: OzakiConfig, make=None):
         shifts = smem[pipe.buffer_size:].view(np.int32)  # the tile's TM row exponents, then TN column ones
         bm, bn = grouped_tile()
         m, n = c.shape
+        flat = c.reshape(m * n)
+        off = cuda.local.array(CHUNK, np.int64)  # one chunk of the epilogue: where in C (-1: outside),
+        raw = cuda.local.array(CHUNK, np.int32)  # the INT32 sum, its exponent, C's old value
+        ex = cuda.local.array(CHUNK, np.int32)
+        old = cuda.local.array(CHUNK, np.float64)
         row0 = bm * TM
         col0 = bn * TN
         for i in range(cuda.threadIdx.x, TM + TN, NT):
@@ -476,18 +495,30 @@ def fused_kernel(cfg: OzakiConfig, make=None):
             if acc.is_thread_active():
                 res = acc.get_results()
                 first = d == slices - 1
-                for i in range(res.layout.size):
-                    r, cc = acc.map_fragment_index(i)
-                    gr = row0 + r
-                    gc = col0 + cc
-                    if gr < m and gc < n:
-                        x = alpha * math.ldexp(np.float64(res[i]), shifts[r] + shifts[TM + cc] - 12 - 8 * d)
-                        if first:
-                            if beta != 0.0:
-                                x += beta * c[gr, gc]
-                        else:
-                            x += c[gr, gc]
-                        c[gr, gc] = x
+                for base in range(0, res.layout.size, CHUNK):
+                    # Every load of the chunk first: the INT32 sums (``res`` is a copy in local
+                    # memory) and C. Loading, using and storing one element at a time waits one
+                    # memory round trip per element: the compiler cannot move the next load of C
+                    # above this store, since it cannot prove the two addresses differ.
+                    for j in range(CHUNK):
+                        r, cc = acc.map_fragment_index(base + j)
+                        gr = row0 + r
+                        gc = col0 + cc
+                        raw[j] = res[base + j]
+                        ex[j] = shifts[r] + shifts[TM + cc] - 12 - 8 * d
+                        o = -1
+                        v = 0.0
+                        if gr < m and gc < n:
+                            o = gr * n + gc
+                            if not first:
+                                v = flat[o]
+                            elif beta != 0.0:  # beta once, and C not read at all when it is 0
+                                v = beta * flat[o]
+                        off[j] = o
+                        old[j] = v
+                    for j in range(CHUNK):  # then the arithmetic and the stores
+                        if off[j] >= 0:
+                            flat[off[j]] = alpha * math.ldexp(np.float64(raw[j]), ex[j]) + old[j]
         tile._del()
 
     return MM, _pipeline_jit(make(MM, cfg) if make else fused, cfg)
