@@ -1,4 +1,4 @@
-"""Mutation test of the checks of modules 00 and 01: every mutant of a solution kernel is caught.
+"""Mutation test of the checks of modules 00 to 02: every mutant of a solution kernel is caught.
 
 A check that passes a wrong kernel teaches the wrong thing. Each mutant below is one small, wrong
 edit (a text substitution) of a kernel or launcher in a solution notebook: a bound moved by one, a
@@ -43,6 +43,8 @@ NB012 = "solutions/01-gpu-in-practice/02-memory-hierarchy.ipynb"
 NB013 = "solutions/01-gpu-in-practice/03-transpose-shared-memory-banks.ipynb"
 NB014 = "solutions/01-gpu-in-practice/04-warp-primitives.ipynb"
 NB015 = "solutions/01-gpu-in-practice/05-occupancy.ipynb"
+NB021 = "solutions/02-reductions-and-gemm/02.1-device-wide-reductions.ipynb"
+NB022 = "solutions/02-reductions-and-gemm/02.2-device-wide-scan.ipynb"
 
 # A program is the list of a notebook's cells that define one kernel and check it, in notebook
 # order. "id:defs" runs only the cell's definitions (functions, constants, imports); "id" runs the
@@ -76,6 +78,13 @@ PROGRAMS = {
                                           "=check_warp_prefix_sum(launch_block_scan_shared, segment=THREADS)"]),
     "occupancy calculator": (NB015, ["occupancy-01:defs", "occupancy-07", "occupancy-08"]),
     "saxpy_1, saxpy_4": (NB015, ["occupancy-01:defs", "occupancy-14"]),
+    "absmax, one pass": (NB021, ["b78e0e05:defs", "9c38aa4b"]),
+    "absmax, grid-stride": (NB021, ["b78e0e05:defs", "9c38aa4b:defs", "f46f35b0"]),
+    "argmax key": (NB021, ["b78e0e05:defs", "a1685920"]),
+    "Kahan sum": (NB021, ["b78e0e05:defs", "2e0c1a72"]),
+    "scan of the tile sums": (NB022, ["0180e442:defs", "44e3c9b4"]),
+    "look-back, one thread": (NB022, ["0180e442:defs", "dab66a9f:defs", "f458467b"]),
+    "status word": (NB022, ["0180e442:defs", "c4733ad7"]),
 }
 
 
@@ -317,6 +326,35 @@ MUTANTS = [
       "        out[i] = a * x[i] + y[i]\n        i += 2 * stride", "tail stride doubled"),
     M("saxpy_1, saxpy_4", "occupancy-14", "while i < x.size:  # one element", "while i < x.size - 1:  # one element",
       "saxpy_1: bound n - 1"),
+    # ---- 02.1: device-wide absmax, argmax and a compensated sum
+    M("absmax, one pass", "9c38aa4b", "if i < bits.size:", "if i <= bits.size:", "bound <="),
+    M("absmax, one pass", "9c38aa4b", "v = bits[i] & uint32(ABS_MASK)", "v = bits[i]", "sign bit kept"),
+    M("absmax, one pass", "9c38aa4b", "m = block_max_u32(v)", "m = v", "no block reduction"),
+        M("absmax, grid-stride", "f46f35b0", "block_max_u32(max(max(m0, m1), max(m2, m3)))", "block_max_u32(max(m0, m1))",
+      "two of the four maxima dropped"),
+    M("absmax, grid-stride", "f46f35b0", "        m0 = max(m0, bits[i] & uint32(ABS_MASK))\n        i += stride",
+      "        m0 = max(m0, bits[i] & uint32(ABS_MASK))\n        i += 2 * stride", "tail stride doubled"),
+    M("argmax key", "a1685920", "ordered = ~b", "ordered = b", "negative values not flipped"),
+    M("argmax key", "a1685920", "ordered = b | uint32(0x80000000)", "ordered = b", "positives not above negatives"),
+    M("argmax key", "a1685920", "uint32(0xFFFFFFFF) - uint32(i)", "uint32(i)", "ties to the highest index"),
+    M("Kahan sum", "2e0c1a72", "c = (t - s) - y", "c = y - (t - s)", "compensation with the wrong sign"),
+    M("Kahan sum", "2e0c1a72", "y = x[i] - c", "y = x[i]", "compensation never applied"),
+    # ---- 02.2: device-wide scans
+    M("scan of the tile sums", "44e3c9b4", "scan_add_offsets[tiles, THREADS](x, out, offsets)",
+      "scan_add_offsets[tiles, THREADS](x, out, sums)", "tile sums added instead of their scan"),
+    M("look-back, one thread", "f458467b", "return exclusive + prefixes[j]", "return prefixes[j]",
+      "prefix without the aggregates walked"),
+    M("look-back, one thread", "f458467b", "exclusive += aggregates[j]", "exclusive += prefixes[j]",
+      "prefix read where only the aggregate is published"),
+    M("look-back, one thread", "f458467b", "        j -= 1\n    return exclusive", "        j -= 2\n    return exclusive",
+      "every other predecessor skipped"),
+    M("status word", "c4733ad7", "| uint64(kl.float_bits(value))", "| uint64(value)", "value converted, not reinterpreted"),
+    M("status word", "c4733ad7", "| uint64(kl.float_bits(value))", "| uint64(int32(kl.float_bits(value)))",
+      "sign bit spills into the flag"),
+    M("status word", "c4733ad7", "return (uint64(flag) << uint64(32)) | uint64(kl.float_bits(value))",
+      "return (uint64(kl.float_bits(value)) << uint64(32)) | uint64(flag)", "halves swapped"),
+    M("status word", "c4733ad7", "kl.bits_float(uint32(word & uint64(0xFFFFFFFF)))",
+      "float32(word & uint64(0xFFFFFFFF))", "value converted back, not reinterpreted"),
 ]
 
 

@@ -215,8 +215,29 @@ def check_sum(launch, *, accumulation: str = "float32", name: str | None = None,
         elif abs(got - exact) > 0.5 * weight:
             lines.append("Hint: far off: are elements skipped or counted twice (grid-stride step, bounds)?")
         raise CheckFailed("\n".join(lines))
+    if accumulation != "float32":
+        _check_compensation(launch, accumulation, name, block)
     print(f"{name}: correct for all {len(sizes)} sizes ({', '.join(lb for lb, _ in sizes)})")
     progress.passed(name)
+
+
+def _check_compensation(launch, accumulation: str, name: str, block: int) -> None:
+    """Every element 1 + 3 * 2**-23: each float32 addition to a running sum of such values rounds the
+    same way, so a thread that adds many of them in plain float32 drifts by far more than Kahan's
+    bound, whatever the grid. (Where every thread adds only a few, as on a large GPU, this passes
+    both ways; the check's large size is the test there.)"""
+    n = 64 * block
+    x = np.full(n, 1.0 + 3.0 * 2.0**-23, np.float32)
+    exact = float(np.sum(x.astype(np.float64)))
+    got = float(_run_scalar(launch, np.float64, x))
+    allowed = _sum_tolerance(accumulation, n) * exact
+    if abs(got - exact) > allowed:
+        raise CheckFailed(
+            f"{name} ({n} equal elements, 1 + 3 * 2**-23 each): expected {exact:.10g}, got {got:.10g}: error "
+            f"{abs(got - exact):.3g}, allowed {allowed:.3g}\nHint: here every float32 addition of a running sum rounds "
+            "the same way, so a plain float32 sum drifts; a compensated or float64 one does not. Check the "
+            "accumulation (Kahan: `y = x - c; t = s + y; c = (t - s) - y; s = t`, and keep c across the loop; "
+            "float64: convert each element before adding it).")
 
 
 def sum_errors(launchers: dict, n: int, *, seed: int = 0, trials: int = 3) -> dict:
@@ -410,7 +431,7 @@ def check_status_word(pack, unpack, *, name: str = "status word", quiet: bool = 
     if wrong.size:
         i = int(wrong[0])
         high, low = int(got[i]) >> 32, int(got[i]) & 0xFFFFFFFF
-        where = f"pack({flags[i]}, {values[i]!r}) = {int(got[i]):#018x}, expected {int(want[i]):#018x}"
+        where = f"pack({flags[i]}, {float(values[i])!r}) = {int(got[i]):#018x}, expected {int(want[i]):#018x}"
         negative = values.view(np.int32) < 0
         if np.all(got[~negative] == want[~negative]) and high == 0xFFFFFFFF:
             why = ("the value's bits went through a signed integer: widening a negative int32 to 64 bits copies "
@@ -440,7 +461,7 @@ def check_status_word(pack, unpack, *, name: str = "status word", quiet: bool = 
         hint = ("it converted the bits' integer value to a float; reinterpret them with "
                 "kl.bits_float(uint32(word & 0xFFFFFFFF))." if v_out[i] == np.float32(low) else
                 "the value is the low half's bits read as a float32: kl.bits_float(uint32(word & 0xFFFFFFFF)).")
-        raise CheckFailed(f"{name}: unpack of {int(want[i]):#018x} gave value {v_out[i]!r}, expected {values[i]!r}: "
+        raise CheckFailed(f"{name}: unpack of {int(want[i]):#018x} gave value {float(v_out[i])!r}, expected {float(values[i])!r}: "
                           f"{hint}")
     if quiet:
         return
