@@ -340,6 +340,9 @@ MUTANTS = [
     M("Kahan sum", "2e0c1a72", "c = (t - s) - y", "c = y - (t - s)", "compensation with the wrong sign"),
     M("Kahan sum", "2e0c1a72", "y = x[i] - c", "y = x[i]", "compensation never applied"),
     # ---- 02.2: device-wide scans
+    M("scan of the tile sums", "44e3c9b4", "tile_offsets[i] = carry + before", "tile_offsets[i] = before",
+      "running total not added"),
+    M("scan of the tile sums", "44e3c9b4", "carry += total", "carry = total", "running total replaced"),
     M("scan of the tile sums", "44e3c9b4", "scan_add_offsets[tiles, THREADS](x, out, offsets)",
       "scan_add_offsets[tiles, THREADS](x, out, sums)", "tile sums added instead of their scan"),
     M("look-back, one thread", "f458467b", "return exclusive + prefixes[j]", "return prefixes[j]",

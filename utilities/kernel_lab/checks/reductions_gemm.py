@@ -329,9 +329,15 @@ def check_scan(launch, *, name: str = "scan", tile: int = 256, sizes=None, seed=
     require_callable(launch, "launch")
     from ..simulator.grid import GridStall, block_schedule
 
-    sizes = sizes if sizes is not None else [("1", 1), ("tile-1", tile - 1), ("tile+1", tile + 1),
-                                             ("5 tiles+3", 5 * tile + 3),
-                                             ("large", _large(1 << 24, 7 * tile + 1))]
+    if sizes is None:
+        # In the simulator "large" is small, but the three-kernel scan (no schedules) still gets more
+        # tiles than a block has threads: its scan of the tile sums must carry a running total from
+        # one chunk of tile sums to the next, and a GPU's large size always needs that.
+        from ..scans import THREADS as SCAN_THREADS
+
+        large_sim = 7 * tile + 1 if schedules else (2 * SCAN_THREADS + 3) * tile + 5  # three chunks
+        sizes = [("1", 1), ("tile-1", tile - 1), ("tile+1", tile + 1), ("5 tiles+3", 5 * tile + 3),
+                 ("large", _large(1 << 24, large_sim))]
 
     def inputs(n, rng):
         return (rng.standard_normal(n).astype(np.float32),)
