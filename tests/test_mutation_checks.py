@@ -1,4 +1,4 @@
-"""Mutation test of the checks of modules 00 to 02: every mutant of a solution kernel is caught.
+"""Mutation test of the checks of modules 00 to 02 and 05: every mutant of a solution kernel is caught.
 
 A check that passes a wrong kernel teaches the wrong thing. Each mutant below is one small, wrong
 edit (a text substitution) of a kernel or launcher in a solution notebook: a bound moved by one, a
@@ -45,6 +45,8 @@ NB014 = "solutions/01-gpu-in-practice/04-warp-primitives.ipynb"
 NB015 = "solutions/01-gpu-in-practice/05-occupancy.ipynb"
 NB021 = "solutions/02-reductions-and-gemm/02.1-device-wide-reductions.ipynb"
 NB022 = "solutions/02-reductions-and-gemm/02.2-device-wide-scan.ipynb"
+NB051 = "solutions/05-quantization/05.1-affine-quantization.ipynb"
+NB052 = "solutions/05-quantization/05.2-int4-groups.ipynb"
 
 # A program is the list of a notebook's cells that define one kernel and check it, in notebook
 # order. "id:defs" runs only the cell's definitions (functions, constants, imports); "id" runs the
@@ -85,6 +87,11 @@ PROGRAMS = {
     "scan of the tile sums": (NB022, ["0180e442:defs", "44e3c9b4"]),
     "look-back, one thread": (NB022, ["0180e442:defs", "dab66a9f:defs", "f458467b"]),
     "status word": (NB022, ["0180e442:defs", "c4733ad7"]),
+    "int8 quantize": (NB051, ["cell-1:defs", "cell-5"]),
+    "int8 dequantize": (NB051, ["cell-1:defs", "cell-9"]),
+    "affine rows": (NB051, ["cell-1:defs", "cell-11"]),
+    "int4 quantize": (NB052, ["cell-1:defs", "cell-4"]),
+    "int4 dequantize": (NB052, ["cell-1:defs", "cell-6"]),
 }
 
 
@@ -358,6 +365,34 @@ MUTANTS = [
       "return (uint64(kl.float_bits(value)) << uint64(32)) | uint64(flag)", "halves swapped"),
     M("status word", "c4733ad7", "kl.bits_float(uint32(word & uint64(0xFFFFFFFF)))",
       "float32(word & uint64(0xFFFFFFFF))", "value converted back, not reinterpreted"),
+    # ---- 05.1: int8 absmax and affine uint8 quantization
+    M("int8 quantize", "cell-5", "v = round(x[i] / s)", "v = int(x[i] / s)", "truncated instead of rounded"),
+    M("int8 quantize", "cell-5", "s = a / float32(127.0) if a > float32(0.0) else float32(1.0)",
+      "s = a / float32(127.0)", "an all-zero input divides by zero"),
+    M("int8 quantize", "cell-5", "s = a / float32(127.0) if", "s = a / float32(128.0) if", "scale amax / 128"),
+    M("int8 quantize", "cell-5", "q[i] = int8(min(max(v, -127), 127))", "q[i] = int8(v)", "no saturation"),
+    M("int8 dequantize", "cell-9", "out[i] = float32(q[i]) * s\n", "out[i] = float32(q[i]) / s\n",
+      "divided by the scale"),
+    M("int8 dequantize", "cell-9", "while i < q.size:", "while i <= q.size:", "bound <="),
+    M("affine rows", "cell-11", "z = min(max(round(-lo[r] / s), 0), 255)", "z = round(-lo[r] / s)",
+      "zero point not clamped"),
+    M("affine rows", "cell-11", "q[r, c] = uint8(min(max(round(x[r, c] / s) + z, 0), 255))",
+      "q[r, c] = uint8(round(x[r, c] / s) + z)", "no saturation"),
+    M("affine rows", "cell-11", "s = width / float32(255.0)", "s = width / float32(256.0)", "scale width / 256"),
+    M("affine rows", "cell-11", "if c == 0:", "if c == 1:", "parameters stored by column 1"),
+    # ---- 05.2: int4 with a scale per group of 128
+    M("int4 quantize", "cell-4", "s = m / float32(7.0)", "s = m / float32(8.0)", "scale amax / 8"),
+    M("int4 quantize", "cell-4", "uint8((q0 & 0xF) | ((q1 & 0xF) << 4))", "uint8((q1 & 0xF) | ((q0 & 0xF) << 4))",
+      "nibbles swapped"),
+    M("int4 quantize", "cell-4", "if c0 + 2 < cols:", "if c0 + 3 < cols:", "odd tail's last byte dropped"),
+    M("int4 quantize", "cell-4", "m = warp_max_f32(max(max(abs(v0), abs(v1)), max(abs(v2), abs(v3))))",
+      "m = warp_max_f32(max(abs(v0), abs(v1)))", "two of four values left out of the max"),
+    M("int4 dequantize", "cell-6", "lo = (b & 0xF) - ((b & 0x8) << 1)", "lo = b & 0xF", "no sign extension"),
+    M("int4 dequantize", "cell-6", "hi = ((b >> 4) & 0xF) - ((b >> 4) & 0x8) * 2", "hi = (b >> 4) & 0xF",
+      "high nibble not sign-extended"),
+    M("int4 dequantize", "cell-6", "s = scales[r, (2 * j) // GROUP]", "s = scales[r, j // GROUP]",
+      "group of the byte index"),
+    M("int4 dequantize", "cell-6", "if 2 * j + 1 < out.shape[1]:", "if True:", "odd tail written past the end"),
 ]
 
 

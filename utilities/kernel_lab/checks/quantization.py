@@ -278,6 +278,14 @@ def check_affine_rows(launch, *, name: str = "affine uint8 per channel", seed=No
     seed = _seed(seed)
     rng = np.random.default_rng(seed)
     rows = 7
+    # Then the same rows one column wide: the thread of column 0 is then the row's only thread.
+    for width in (cols, 1):
+        _affine_case(launch, name, rng, rows, width, seed)
+    progress.passed(name)
+    print(f"{name}: bit-exact on {rows} channels (zero points clamped at both ends, empty range, saturation, ties)")
+
+
+def _affine_case(launch, name, rng, rows, cols, seed) -> None:
     x = rng.uniform(-1, 1, (rows, cols)).astype(np.float32)
     lo, hi = x.min(axis=1), x.max(axis=1)
     x[1] = rng.uniform(0.5, 2.0, cols)
@@ -290,7 +298,9 @@ def check_affine_rows(launch, *, name: str = "affine uint8 per channel", seed=No
     lo[4], hi[4] = -1.0, 1.0  # calibrated narrower than the data
     x[5] = (np.arange(cols) - cols // 2 + 0.5).astype(np.float32)  # ties at scale 1
     lo[5], hi[5] = -127.0, 128.0
-    x[6, 0], x[6, 1] = 0.0, -0.0
+    x[6, 0] = 0.0
+    if cols > 1:
+        x[6, 1] = -0.0
     lo, hi = lo.astype(np.float32), hi.astype(np.float32)
     want_s, want_z = ref.affine_params_f32(lo, hi)
     want_q = ref.affine_quantize_f32(x, want_s[:, None], want_z[:, None])
@@ -299,7 +309,10 @@ def check_affine_rows(launch, *, name: str = "affine uint8 per channel", seed=No
     got_q, got_s, got_z = q.copy_to_host(), s.copy_to_host(), z.copy_to_host()
     if not np.array_equal(got_s, want_s):
         hints = []
-        if np.isnan(got_s).all():
+        if cols == 1 and np.isnan(got_s).any():
+            hints.append("with a single column, no scale was written: each row's parameters must be stored by "
+                         "the thread of column 0, the one thread every row has.")
+        elif np.isnan(got_s).all():
             hints.append("no scale was written: the thread of column 0 of each row stores scale[r] and zp[r] "
                          "(is the exercise done?).")
         elif np.isnan(got_s[3]) or got_s[3] == 0:
@@ -315,8 +328,6 @@ def check_affine_rows(launch, *, name: str = "affine uint8 per channel", seed=No
         _fail(name, "zero points", got_z, want_z, hints, seed)
     if not np.array_equal(got_q, want_q):
         _fail(name, "codes", got_q, want_q, _code_hints(got_q, x, want_s[:, None], 0, 255, want_z[:, None]), seed)
-    progress.passed(name)
-    print(f"{name}: bit-exact on {rows} channels (zero points clamped at both ends, empty range, saturation, ties)")
 
 
 # ================================================================================================
