@@ -1,4 +1,4 @@
-"""Mutation test of the checks of modules 00 to 02 and 05: every mutant of a solution kernel is caught.
+"""Mutation test of the checks of modules 00 to 03 and 05: every mutant of a solution kernel is caught.
 
 A check that passes a wrong kernel teaches the wrong thing. Each mutant below is one small, wrong
 edit (a text substitution) of a kernel or launcher in a solution notebook: a bound moved by one, a
@@ -45,6 +45,9 @@ NB014 = "solutions/01-gpu-in-practice/04-warp-primitives.ipynb"
 NB015 = "solutions/01-gpu-in-practice/05-occupancy.ipynb"
 NB021 = "solutions/02-reductions-and-gemm/02.1-device-wide-reductions.ipynb"
 NB022 = "solutions/02-reductions-and-gemm/02.2-device-wide-scan.ipynb"
+NB031 = "solutions/03-fusion/03.1-gemm-bias-relu.ipynb"
+NB032 = "solutions/03-fusion/03.2-conv3x3-bias-relu.ipynb"
+NB033 = "solutions/03-fusion/03.3-layernorm-gelu.ipynb"
 NB051 = "solutions/05-quantization/05.1-affine-quantization.ipynb"
 NB052 = "solutions/05-quantization/05.2-int4-groups.ipynb"
 
@@ -87,6 +90,11 @@ PROGRAMS = {
     "scan of the tile sums": (NB022, ["0180e442:defs", "44e3c9b4"]),
     "look-back, one thread": (NB022, ["0180e442:defs", "dab66a9f:defs", "f458467b"]),
     "status word": (NB022, ["0180e442:defs", "c4733ad7"]),
+    "bias, then ReLU": (NB031, ["c01:defs", "c03"]),
+    "fused bias + ReLU": (NB031, ["c01:defs", "c03:defs", "c05"]),
+    "direct conv": (NB032, ["c01:defs", "c03"]),
+    "Welford combine": (NB033, ["c01:defs", "c03:defs", "c05"]),
+    "LayerNorm + GELU": (NB033, ["c01:defs", "c03:defs", "c05"]),
     "int8 quantize": (NB051, ["cell-1:defs", "cell-5"]),
     "int8 dequantize": (NB051, ["cell-1:defs", "cell-9"]),
     "affine rows": (NB051, ["cell-1:defs", "cell-11"]),
@@ -365,6 +373,33 @@ MUTANTS = [
       "return (uint64(kl.float_bits(value)) << uint64(32)) | uint64(flag)", "halves swapped"),
     M("status word", "c4733ad7", "kl.bits_float(uint32(word & uint64(0xFFFFFFFF)))",
       "float32(word & uint64(0xFFFFFFFF))", "value converted back, not reinterpreted"),
+    # ---- 03.1: bias and ReLU, separate and as the GEMM's epilogue
+    M("bias, then ReLU", "c03", "c[i] += bias[i % n]", "c[i] += bias[i // n]", "bias indexed by the row"),
+    M("bias, then ReLU", "c03", "    if i < c.size:\n        c[i] += bias[i % n]", "    if i <= c.size:\n        c[i] += bias[i % n]",
+      "bias bound <="),
+    M("bias, then ReLU", "c03", "c[i] = max(c[i], float32(0))", "c[i] = min(c[i], float32(0))", "min instead of max"),
+    M("fused bias + ReLU", "c05", "return max(v + bias[col], float32(0))", "return max(v, float32(0)) + bias[col]",
+      "ReLU before the bias"),
+    M("fused bias + ReLU", "c05", "return max(v + bias[col], float32(0))", "return max(v + bias[row], float32(0))",
+      "bias indexed by the row"),
+    # ---- 03.2: direct 3x3 convolution
+    M("direct conv", "c03", "iy = oy + i - 1", "iy = oy + i", "window not centred"),
+    M("direct conv", "c03", "if 0 <= iy < h and 0 <= ix < wd:", "if 0 <= iy < h and 0 <= ix <= wd:", "right edge bound <="),
+    M("direct conv", "c03", "acc += x[b, c, iy, ix] * w[o, c, i, j]", "acc += x[b, c, iy, ix] * w[o, c, j, i]",
+      "window transposed"),
+    M("direct conv", "c03", "b, o = cuda.blockIdx.z // y.shape[1], cuda.blockIdx.z % y.shape[1]",
+      "o, b = cuda.blockIdx.z // y.shape[1], cuda.blockIdx.z % y.shape[1]", "batch and channel swapped"),
+    # ---- 03.3: LayerNorm + GELU, one warp per row
+    M("Welford combine", "c03", "return n, mean_a + d * frac, m2_a + m2_b + d * d * n_a * frac",
+      "return n, mean_a + d * frac, m2_a + m2_b", "no correction term"),
+    M("Welford combine", "c03", "frac = n_b / n", "frac = n_a / n", "weights swapped"),
+    M("Welford combine", "c03", "if n == 0:", "if False:", "no guard for two empty halves"),
+    M("LayerNorm + GELU", "c05", "math.sqrt(m2 / float32(ncols) + eps)", "math.sqrt(m2 / float32(ncols - 1) + eps)",
+      "sample variance (n - 1)"),
+    M("LayerNorm + GELU", "c05", "math.sqrt(m2 / float32(ncols) + eps)", "math.sqrt(m2 / float32(ncols))",
+      "eps left out"),
+    M("LayerNorm + GELU", "c05", "ln.gelu((v[k] - mean) * rstd * gamma[c] + beta[c])",
+      "ln.gelu((v[k] - mean) * rstd) * gamma[c] + beta[c]", "GELU before the scale and shift"),
     # ---- 05.1: int8 absmax and affine uint8 quantization
     M("int8 quantize", "cell-5", "v = round(x[i] / s)", "v = int(x[i] / s)", "truncated instead of rounded"),
     M("int8 quantize", "cell-5", "s = a / float32(127.0) if a > float32(0.0) else float32(1.0)",
