@@ -1,4 +1,4 @@
-"""Mutation test of the checks of modules 00 to 03 and 05: every mutant of a solution kernel is caught.
+"""Mutation test of the checks of modules 00 to 05: every mutant of a solution kernel is caught.
 
 A check that passes a wrong kernel teaches the wrong thing. Each mutant below is one small, wrong
 edit (a text substitution) of a kernel or launcher in a solution notebook: a bound moved by one, a
@@ -48,8 +48,12 @@ NB022 = "solutions/02-reductions-and-gemm/02.2-device-wide-scan.ipynb"
 NB031 = "solutions/03-fusion/03.1-gemm-bias-relu.ipynb"
 NB032 = "solutions/03-fusion/03.2-conv3x3-bias-relu.ipynb"
 NB033 = "solutions/03-fusion/03.3-layernorm-gelu.ipynb"
+NB041 = "solutions/04-attention/04.1-naive-attention.ipynb"
+NB042 = "solutions/04-attention/04.2-online-softmax.ipynb"
 NB051 = "solutions/05-quantization/05.1-affine-quantization.ipynb"
 NB052 = "solutions/05-quantization/05.2-int4-groups.ipynb"
+NB053 = "solutions/05-quantization/05.3-fp8-e4m3-e5m2.ipynb"
+NB055 = "solutions/05-quantization/05.5-ternary.ipynb"
 
 # A program is the list of a notebook's cells that define one kernel and check it, in notebook
 # order. "id:defs" runs only the cell's definitions (functions, constants, imports); "id" runs the
@@ -95,11 +99,16 @@ PROGRAMS = {
     "direct conv": (NB032, ["c01:defs", "c03"]),
     "Welford combine": (NB033, ["c01:defs", "c03:defs", "c05"]),
     "LayerNorm + GELU": (NB033, ["c01:defs", "c03:defs", "c05"]),
+    "attention softmax": (NB041, ["72df107a:defs", "ba0afa27"]),
+    "online softmax": (NB042, ["d980c602:defs", "2cb3a5e8:defs", "43124d29:defs", "630ae996"]),
     "int8 quantize": (NB051, ["cell-1:defs", "cell-5"]),
     "int8 dequantize": (NB051, ["cell-1:defs", "cell-9"]),
     "affine rows": (NB051, ["cell-1:defs", "cell-11"]),
     "int4 quantize": (NB052, ["cell-1:defs", "cell-4"]),
     "int4 dequantize": (NB052, ["cell-1:defs", "cell-6"]),
+    "FP8 decode": (NB053, ["4a89cb7f:defs", "543c31e0:defs", "17afa519"]),
+    "FP8 encode": (NB053, ["4a89cb7f:defs", "543c31e0:defs", "17afa519:defs", "a4d80208:defs", "5195844f"]),
+    "ternary quantize": (NB055, ["cell-1:defs", "cell-3"]),
 }
 
 
@@ -400,6 +409,21 @@ MUTANTS = [
       "eps left out"),
     M("LayerNorm + GELU", "c05", "ln.gelu((v[k] - mean) * rstd * gamma[c] + beta[c])",
       "ln.gelu((v[k] - mean) * rstd) * gamma[c] + beta[c]", "GELU before the scale and shift"),
+    # ---- 04.1 and 04.2: the softmax of attention, in two passes and online
+    M("attention softmax", "ba0afa27", "valid = min(kv_lens[b], i + 1) if causal", "valid = min(kv_lens[b], i) if causal",
+      "causal mask without the diagonal"),
+    M("attention softmax", "ba0afa27", "valid = min(kv_lens[b], i + 1) if causal else kv_lens[b]", "valid = kv_lens[b]",
+      "causal mask ignored"),
+    M("attention softmax", "ba0afa27", "total += math.exp(s[z, i, j] - m)", "total += math.exp(s[z, i, j])",
+      "sum without the max subtracted"),
+    M("attention softmax", "ba0afa27", "lse[z, i] = m + math.log(total)", "lse[z, i] = math.log(total)",
+      "log-sum-exp without the max"),
+    M("online softmax", "630ae996", "ell = ell * math.exp(m - xj) + float32(1)", "ell = ell + float32(1)",
+      "running sum not rescaled"),
+    M("online softmax", "630ae996", "ell = ell * math.exp(m - m_new) + l2 * math.exp(m2 - m_new)", "ell = ell + l2",
+      "lanes merged without rescaling"),
+    M("online softmax", "630ae996", "off = 16", "off = 8", "merge misses half the warp"),
+    M("online softmax", "630ae996", "elif xj > NEG_INF:", "else:", "masked elements counted"),
     # ---- 05.1: int8 absmax and affine uint8 quantization
     M("int8 quantize", "cell-5", "v = round(x[i] / s)", "v = int(x[i] / s)", "truncated instead of rounded"),
     M("int8 quantize", "cell-5", "s = a / float32(127.0) if a > float32(0.0) else float32(1.0)",
@@ -428,6 +452,25 @@ MUTANTS = [
     M("int4 dequantize", "cell-6", "s = scales[r, (2 * j) // GROUP]", "s = scales[r, j // GROUP]",
       "group of the byte index"),
     M("int4 dequantize", "cell-6", "if 2 * j + 1 < out.shape[1]:", "if True:", "odd tail written past the end"),
+    # ---- 05.3: FP8 codes, bit by bit
+    M("FP8 decode", "17afa519", "e = 1\n        while m < (1 << M):", "e = 0\n        while m < (1 << M):",
+      "subnormal exponent off by one"),
+    M("FP8 decode", "17afa519", "if SPECIALS == 1 and e == top and m == (1 << M) - 1:", "if SPECIALS == 1 and e == top:",
+      "E4M3's top exponent all NaN"),
+    M("FP8 decode", "17afa519", "(0x7F800000 if m == 0 else 0x7FC00000)", "0x7FC00000", "E5M2 infinity decoded as NaN"),
+    M("FP8 decode", "17afa519", "sign = ((c >> 7) & 1) << 31", "sign = 0", "sign dropped"),
+    M("FP8 encode", "5195844f", "if rem > half or (rem == half and (q & 1) == 1):", "if rem >= half:",
+      "ties rounded away from zero"),
+    M("FP8 encode", "5195844f", "eff = max(e, 1 - BIAS)", "eff = e", "no subnormals"),
+    M("FP8 encode", "5195844f", "if shift >= 25:", "if shift >= 24:", "flushed to zero one binade early"),
+    M("FP8 encode", "5195844f", "code = OVERFLOW_CODE", "code = MAX_CODE", "always saturating"),
+    # ---- 05.5: ternary weights, four 2-bit codes a byte
+    M("ternary quantize", "cell-3", "byte |= (t & 3) << (2 * i)", "byte |= (t & 3) << (2 * (3 - i))",
+      "first code in the highest bits"),
+    M("ternary quantize", "cell-3", "t = min(max(round(w[r, c] / s), -1), 1)", "t = min(max(int(w[r, c] / s), -1), 1)",
+      "truncated instead of rounded"),
+    M("ternary quantize", "cell-3", "s = mean if mean > float32(0.0) else float32(1.0)", "s = mean",
+      "all-zero weights divide by zero"),
 ]
 
 

@@ -141,7 +141,7 @@ def decode_failure(codes, got, f, name="decode", seed=None) -> str | None:
     idx = np.flatnonzero(bad)
     lines = [f"{name}: {idx.size} of {codes.size} codes decode wrongly [seed={seed}]"]
     lines += _first_lines(idx, lambda i: f"  code {_bin(codes[i], f)} (0x{int(codes[i]):02X}): expected "
-                                         f"{want[i]!r}, got {got[i]!r}")
+                                         f"{float(want[i])!r}, got {float(got[i])!r}")
     c = codes.astype(np.int64)
     e = (c >> f.man_bits) & ((1 << f.exp_bits) - 1)
     m = c & ((1 << f.man_bits) - 1)
@@ -228,7 +228,7 @@ def encode_failure(x, got, f, saturate, name="encode", seed=None, poison=0x5A) -
         return None
     idx = np.flatnonzero(bad)
     lines = [f"{name}: {idx.size} of {x.size} codes wrong [seed={seed}]"]
-    lines += _first_lines(idx, lambda i: f"  x = {x[i]!r} (float32 0x{int(x.view(np.uint32)[i]):08X}): expected "
+    lines += _first_lines(idx, lambda i: f"  x = {float(x[i]):.9g} (float32 0x{int(x.view(np.uint32)[i]):08X}): expected "
                                          f"{_bin(want[i], f)}, got {_bin(got[i], f)}")
     gm, wm = got & 0x7F, want & 0x7F
     ax = np.abs(x)
@@ -332,7 +332,7 @@ def _block_failure(kind, x, got_codes, got_scales, want_codes, want_scales, elem
     ebad = gc != wc
     if ebad.any():
         i = np.flatnonzero(ebad)
-        lines += _first_lines(i, lambda k: f"  element {k} (x = {x[k]!r}): expected {_bin(wc[k], elem)}, "
+        lines += _first_lines(i, lambda k: f"  element {k} (x = {float(x[k]):.9g}): expected {_bin(wc[k], elem)}, "
                                            f"got {_bin(gc[k], elem)}")
         sign = 1 << (elem.bits - 1)
         gm, wm = gc & (sign - 1), wc & (sign - 1)

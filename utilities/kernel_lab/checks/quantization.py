@@ -461,8 +461,9 @@ def check_ternary_quantize(launch, *, name: str = "ternary quantize", shapes=Non
     seed = _seed(seed)
     rng = np.random.default_rng(seed)
     shapes = shapes or [("1 x 3", (1, 3)), ("5 x 38 (ties)", (5, 38)), ("5 x 37", (5, 37)), ("8 x 64", (8, 64))]
-    for label, (rows, cols) in shapes:
-        w = _ternary_weights(rng, rows, cols, ties="ties" in label)
+    for label, (rows, cols) in shapes + [("2 x 5, all zero", (2, 5))]:  # the last: mean |w| = 0, scale 1
+        w = (np.zeros((rows, cols), np.float32) if "all zero" in label
+             else _ternary_weights(rng, rows, cols, ties="ties" in label))
         want_s = ref.ternary_scale_f32(w)
         packed, s = _out((rows, -(-cols // 4)), np.uint8), _out(1, np.float32)
         _run(name, launch, packed, s, _dev(w))
@@ -476,6 +477,8 @@ def check_ternary_quantize(launch, *, name: str = "ternary quantize", shapes=Non
                              "weights do not round to 0.")
             if np.isnan(got_s):
                 hints.append("scale[0] was never written: thread (0, 0) stores it (is the exercise done?).")
+            if got_s == 0 and want_s == 1:
+                hints.append("every weight is 0, so mean |w| is 0: use a scale of 1 there, or w / s divides by 0.")
             raise CheckFailed("\n".join([f"{name} ({case}): scale {float(got_s)!r}, expected mean |w| = "
                                          f"{float(want_s)!r} [seed={seed}]"] + ["Hint: " + h for h in hints]))
         q = ref.ternary_quantize_f32(w, got_s)
