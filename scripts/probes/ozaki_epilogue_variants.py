@@ -32,6 +32,21 @@ Variants (``--variants``; ``name@tile_m,tile_n,tile_k,threads,depth`` picks the 
 - ``nothing``: no epilogue except the last diagonal's stores: how long the MMAs alone take (its
   result is wrong; it is the bound on what any epilogue change can gain).
 
+Measured on an H100 (2026-11-26), kernel alone / end to end, ratio to DGEMM in the same process:
+  base (one element at a time)            30.0-30.4 / 30.7-30.9 ms   0.63-0.64x
+  chunk8 / chunk16 (C's loads first)      29.3 / 29.1 ms end to end  0.67x
+  fast8 / fast16 (and bit-built scales)   29.2-29.4 ms               0.66-0.67x
+  batch8 / batch16 (sums' loads too)      25.8 / 25.6 ms kernel, 25.2 / 24.6 ms   0.76x / 0.79x
+  nothing (the bound)                     23.4 ms kernel             0.84x
+  128x128x128 d3 / 128x128x64 d6, smem    34.5 / 44.2 ms kernel      0.57x / 0.52x
+  128x128 nothing d3 / d6                 48.2 / 63.6 ms kernel
+  horner 128x128x128 d4 (local memory)    34.5 ms kernel, 45.0 end to end
+  64x256 (128 threads, two blocks an SM)  chunk16: 48.2 (tk 64, d4) and 40.7 (tk 128, d2) ms kernel
+The package's kernel is batch16 with ``math.ldexp`` (kernel_lab.ozaki.gpu.EPILOGUE_CHUNK).
+Nsight Compute's source view of the base kernel (8192^3): 38% of warp samples wait at
+WARPGROUP.DEPBAR (the pipeline's wait for its own MMAs), 12% at the epilogue's I2F.F64 (the sum
+read back from the fragment copy in local memory), 7% at the DFMA that adds C's old value.
+
 Phase 1 compiles every variant at once, one process each; phase 2 times them one at a time, each in
 a fresh process (end to end with slicing, CUDA events, L2 flushed, median) beside cuBLAS DGEMM timed
 in the same process.
