@@ -45,3 +45,14 @@ def test_quotes_match_numbers_aside_and_words_exactly():
     assert mistakes_page.matches(quoted, quoted.replace("20", "28").replace("[32, 2]", "[32, 1]"))
     assert not mistakes_page.matches(quoted, quoted.replace("two runs", "three runs"))
     assert not mistakes_page.matches(None, quoted)
+
+
+def test_regenerating_keeps_a_race_mutants_quote_while_the_check_can_still_say_it():
+    quoted = "CheckFailed: race: 12 elements differ"
+    rare = "CheckFailed: 69 of 1023 elements are wrong"
+    runs = iter([rare, "CheckFailed: race: 40 elements differ"])
+    assert mistakes_page.stable_summary(quoted, rare, lambda: next(runs)) == quoted  # said again on a retry
+    assert mistakes_page.stable_summary(quoted, "CheckFailed: race: 3 elements differ", lambda: rare) == quoted
+    gone = "CheckFailed: a new message"  # the check's wording changed for good: the page follows
+    assert mistakes_page.stable_summary(quoted, gone, lambda: gone) == gone
+    assert mistakes_page.stable_summary(None, gone, lambda: gone) == gone  # a new mutant
