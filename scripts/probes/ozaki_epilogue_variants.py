@@ -10,7 +10,8 @@ issued before that store (the compiler cannot prove the two addresses differ), s
 one L2 round trip per element, 128 times per diagonal.
 
 Variants (``--variants``; ``name@tile_m,tile_n,tile_k,threads,depth`` picks the configuration):
-- ``base``: the package's kernel;
+- ``base``: the package's kernel (since 2026-11-26 batch16 with ``math.ldexp``; ``chunk1`` is the
+  earlier one-element-at-a-time epilogue, the "base" of the table below);
 - ``chunkN``: the epilogue loads N elements of C first, then converts, scales and stores them;
 - ``fastN``: chunkN, and the scale 2**(ea + eb - 12 - 8d) made from its exponent bits instead of
   ``ldexp`` (tiles whose exponents could leave the normal range keep ``ldexp``);
@@ -33,7 +34,7 @@ Variants (``--variants``; ``name@tile_m,tile_n,tile_k,threads,depth`` picks the 
   result is wrong; it is the bound on what any epilogue change can gain).
 
 Measured on an H100 (2026-11-26), kernel alone / end to end, ratio to DGEMM in the same process:
-  base (one element at a time)            30.0-30.4 / 30.7-30.9 ms   0.63-0.64x
+  base then, now chunk1 (one at a time)          30.0-30.4 / 30.7-30.9 ms   0.63-0.64x
   chunk8 / chunk16 (C's loads first)      29.3 / 29.1 ms end to end  0.67x
   fast8 / fast16 (and bit-built scales)   29.2-29.4 ms               0.66-0.67x
   batch8 / batch16 (sums' loads too)      25.8 / 25.6 ms kernel, 25.2 / 24.6 ms   0.76x / 0.79x
@@ -52,11 +53,39 @@ a fresh process (end to end with slicing, CUDA events, L2 flushed, median) besid
 in the same process.
 """
 import argparse
-import json
 import math
-import subprocess
-import sys
 import time
+
+from two_phase import child_main, compile_then_time
+
+
+_STAGE = []
+
+
+def stage_exponents():
+    """A device function ``(ea, eb, shifts, row0, col0, m, n, TM, TN, NT) -> ok``: the tile's TM row and
+    TN column exponents into ``shifts`` (0 past the result), and 1 if each one this thread copied lies
+    within +-450. Then every 2**(ea + eb - 12 - 8d) is a normal number, so a scale built from its
+    exponent bits is exact (the d-term is -12 .. -60; alpha is applied after, as in the package).
+    The caller synchronises (``syncthreads_and`` of the flag where it uses it)."""
+    if not _STAGE:
+        from numba import cuda
+
+        @cuda.jit(device=True, inline="always")
+        def stage(ea, eb, shifts, row0, col0, m, n, TM, TN, NT):
+            ok = 1
+            for i in range(cuda.threadIdx.x, TM + TN, NT):
+                if i < TM:
+                    v = ea[row0 + i] if row0 + i < m else 0
+                else:
+                    v = eb[col0 + i - TM] if col0 + i - TM < n else 0
+                shifts[i] = v
+                if not -450 < v < 450:
+                    ok = 0
+            return ok
+
+        _STAGE.append(stage)
+    return _STAGE[0]
 
 
 def make_variant(name: str):
@@ -78,6 +107,7 @@ def make_variant(name: str):
 
     def make(MM, cfg):
         TM, TN, NT = cfg.tile_m, cfg.tile_n, cfg.threads
+        stage = stage_exponents()
 
         def fused(slices, ea, eb, alpha, beta, c, pipe):
             smem = cuda.shared.array(shape=(0,), dtype=np.int8, alignment=pipe.buffer_alignment)
@@ -87,20 +117,7 @@ def make_variant(name: str):
             m, n = c.shape
             row0 = bm * TM
             col0 = bn * TN
-            for i in range(cuda.threadIdx.x, TM + TN, NT):
-                if i < TM:
-                    shifts[i] = ea[row0 + i] if row0 + i < m else 0
-                else:
-                    shifts[i] = eb[col0 + i - TM] if col0 + i - TM < n else 0
-            cuda.syncthreads()
-            # the bit-built scale is exact while every 2**(ea + eb - 12 - 8d) stays a normal number:
-            # true when every exponent of the tile is within +-450 (the d-term is -12 .. -60); alpha
-            # is applied after, as in the package
-            ok = 1
-            for i in range(cuda.threadIdx.x, TM + TN, NT):
-                if not -450 < shifts[i] < 450:
-                    ok = 0
-            safe = cuda.syncthreads_and(ok) != 0
+            safe = cuda.syncthreads_and(stage(ea, eb, shifts, row0, col0, m, n, TM, TN, NT)) != 0
             tile = pipe.get_tile(smem, (bm, np.int32(0)), (bn, np.int32(slices - 1)))
             acc = MM.suggest_accumulator()
             for d in range(slices - 1, -1, -1):
@@ -160,6 +177,7 @@ def make_batched(CH):
         import numpy as np
         from numba import cuda
         TM, TN, NT = cfg.tile_m, cfg.tile_n, cfg.threads
+        stage = stage_exponents()
 
         def fused(slices, ea, eb, alpha, beta, c, pipe):
             smem = cuda.shared.array(shape=(0,), dtype=np.int8, alignment=pipe.buffer_alignment)
@@ -170,16 +188,7 @@ def make_batched(CH):
             flat = c.reshape(m * n)
             row0 = bm * TM
             col0 = bn * TN
-            ok = 1
-            for i in range(cuda.threadIdx.x, TM + TN, NT):
-                if i < TM:
-                    v = ea[row0 + i] if row0 + i < m else 0
-                else:
-                    v = eb[col0 + i - TM] if col0 + i - TM < n else 0
-                shifts[i] = v
-                if not -450 < v < 450:
-                    ok = 0
-            safe = cuda.syncthreads_and(ok) != 0
+            safe = cuda.syncthreads_and(stage(ea, eb, shifts, row0, col0, m, n, TM, TN, NT)) != 0
             tile = pipe.get_tile(smem, (bm, np.int32(0)), (bn, np.int32(slices - 1)))
             acc = MM.suggest_accumulator()
             top = slices - 1  # the first diagonal written to C
@@ -235,6 +244,7 @@ def make_horner(MM, cfg):
     from numba import cuda
 
     TM, TN, NT = cfg.tile_m, cfg.tile_n, cfg.threads
+    stage = stage_exponents()
     SIZE = TM * TN // NT  # accumulator elements a thread holds
 
     def fused(slices, ea, eb, alpha, beta, c, pipe):
@@ -245,11 +255,7 @@ def make_horner(MM, cfg):
         m, n = c.shape
         row0 = bm * TM
         col0 = bn * TN
-        for i in range(cuda.threadIdx.x, TM + TN, NT):
-            if i < TM:
-                shifts[i] = ea[row0 + i] if row0 + i < m else 0
-            else:
-                shifts[i] = eb[col0 + i - TM] if col0 + i - TM < n else 0
+        stage(ea, eb, shifts, row0, col0, m, n, TM, TN, NT)
         cuda.syncthreads()
         tile = pipe.get_tile(smem, (bm, np.int32(0)), (bn, np.int32(slices - 1)))
         acc = MM.suggest_accumulator()
@@ -288,6 +294,7 @@ def make_smem_sums(MM, cfg):
     from numba import cuda
 
     TM, TN, NT = cfg.tile_m, cfg.tile_n, cfg.threads
+    stage = stage_exponents()
 
     def fused(slices, ea, eb, alpha, beta, c, pipe):
         smem = cuda.shared.array(shape=(0,), dtype=np.int8, alignment=pipe.buffer_alignment)
@@ -299,11 +306,7 @@ def make_smem_sums(MM, cfg):
         m, n = c.shape
         row0 = bm * TM
         col0 = bn * TN
-        for i in range(tid, TM + TN, NT):
-            if i < TM:
-                shifts[i] = ea[row0 + i] if row0 + i < m else 0
-            else:
-                shifts[i] = eb[col0 + i - TM] if col0 + i - TM < n else 0
+        stage(ea, eb, shifts, row0, col0, m, n, TM, TN, NT)
         cuda.syncthreads()
         tile = pipe.get_tile(smem, (bm, np.int32(0)), (bn, np.int32(slices - 1)))
         acc = MM.suggest_accumulator()
@@ -407,24 +410,9 @@ def main():
     p.add_argument("--compile-only", action="store_true")
     args = p.parse_args()
     if args.child is not None:
-        print("RESULT " + json.dumps(child(args.child, args.n, args.compile_only)), flush=True)
+        child_main(child, args.child, args.n, args.compile_only)
         return
-    names = args.variants.split(";")
-
-    def run(gs, label, *extra):
-        procs = [subprocess.Popen([sys.executable, __file__, "--child", g, "--n", str(args.n), *extra],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for g in gs]
-        for g, pr in zip(gs, procs):
-            text = pr.communicate()[0]
-            lines = [ln for ln in text.splitlines() if ln.startswith("RESULT ")]
-            print(label, lines[-1][7:] if lines else f"{g}: no result\n{text[-2000:]}", flush=True)
-
-    t0 = time.perf_counter()
-    run(names, "compiled:", "--compile-only")
-    print(f"[{time.perf_counter() - t0:.0f} s]", flush=True)
-    for g in names:
-        run([g], "timed:")
-    print(f"[{time.perf_counter() - t0:.0f} s]", flush=True)
+    compile_then_time(__file__, args.variants.split(";"), args.n)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,9 @@ cuBLAS DGEMM timed in the same process. (Timing processes side by side on one GP
 contention, not the kernels.)
 """
 import argparse
-import json
-import subprocess
-import sys
 import time
+
+from two_phase import child_main, compile_then_time
 
 
 KEYS = ("tile_m", "tile_n", "tile_k", "threads", "depth", "group_m")
@@ -74,24 +73,9 @@ def main():
     p.add_argument("--compile-only", action="store_true")
     args = p.parse_args()
     if args.child is not None:
-        print("RESULT " + json.dumps(child(args.child, args.n, args.compile_only)), flush=True)
+        child_main(child, args.child, args.n, args.compile_only)
         return
-    groups = args.configs.split(";") if args.configs else args.groups.split(",")
-
-    def run(gs, label, *extra):
-        procs = [subprocess.Popen([sys.executable, __file__, "--child", str(g), "--n", str(args.n), *extra],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for g in gs]
-        for g, pr in zip(gs, procs):
-            text = pr.communicate()[0]
-            lines = [ln for ln in text.splitlines() if ln.startswith("RESULT ")]
-            print(label, lines[-1][7:] if lines else f"group {g}: no result\n{text[-2000:]}", flush=True)
-
-    t0 = time.perf_counter()
-    run(groups, "compiled:", "--compile-only")
-    print(f"[{time.perf_counter() - t0:.0f} s]", flush=True)
-    for g in groups:
-        run([g], "timed:")
-    print(f"[{time.perf_counter() - t0:.0f} s]", flush=True)
+    compile_then_time(__file__, args.configs.split(";") if args.configs else args.groups.split(","), args.n)
 
 
 main()
