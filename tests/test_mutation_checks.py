@@ -45,6 +45,7 @@ NB014 = "solutions/01-gpu-in-practice/04-warp-primitives.ipynb"
 NB015 = "solutions/01-gpu-in-practice/05-occupancy.ipynb"
 NB021 = "solutions/02-reductions-and-gemm/02.1-device-wide-reductions.ipynb"
 NB022 = "solutions/02-reductions-and-gemm/02.2-device-wide-scan.ipynb"
+NB023 = "solutions/02-reductions-and-gemm/02.3-sgemm-progression.ipynb"
 NB031 = "solutions/03-fusion/03.1-gemm-bias-relu.ipynb"
 NB032 = "solutions/03-fusion/03.2-conv3x3-bias-relu.ipynb"
 NB033 = "solutions/03-fusion/03.3-layernorm-gelu.ipynb"
@@ -94,6 +95,10 @@ PROGRAMS = {
     "scan of the tile sums": (NB022, ["0180e442:defs", "44e3c9b4"]),
     "look-back, one thread": (NB022, ["0180e442:defs", "dab66a9f:defs", "f458467b"]),
     "status word": (NB022, ["0180e442:defs", "c4733ad7"]),
+    "SGEMM, shared-memory tiles": (NB023, ["f262a922:defs", "96a129fb"]),
+    "SGEMM, 2D register blocking": (NB023, ["f262a922:defs", "831d1027"]),
+    "SGEMM, two tiles per trip": (NB023, ["f262a922:defs", "bf9a7e0d:defs", "0dec6b1c:defs", "19dfffaf:defs",
+                                          "75d81445"]),
     "bias, then ReLU": (NB031, ["c01:defs", "c03"]),
     "fused bias + ReLU": (NB031, ["c01:defs", "c03:defs", "c05"]),
     "direct conv": (NB032, ["c01:defs", "c03"]),
@@ -377,6 +382,8 @@ MUTANTS = [
       "prefix read where only the aggregate is published"),
     M("look-back, one thread", "f458467b", "        j -= 1\n    return exclusive", "        j -= 2\n    return exclusive",
       "every other predecessor skipped"),
+    M("look-back, one thread", "f458467b", "while f == FLAG_NONE:  # tile j has published nothing yet",
+      "if f == FLAG_NONE:  # tile j has published nothing yet", "flag polled once, not waited for"),
     M("status word", "c4733ad7", "| uint64(kl.float_bits(value))", "| uint64(value)", "value converted, not reinterpreted"),
     M("status word", "c4733ad7", "| uint64(kl.float_bits(value))", "| uint64(int32(kl.float_bits(value)))",
       "sign bit spills into the flag"),
@@ -384,6 +391,25 @@ MUTANTS = [
       "return (uint64(kl.float_bits(value)) << uint64(32)) | uint64(flag)", "halves swapped"),
     M("status word", "c4733ad7", "kl.bits_float(uint32(word & uint64(0xFFFFFFFF)))",
       "float32(word & uint64(0xFFFFFFFF))", "value converted back, not reinterpreted"),
+    # ---- 02.3: SGEMM
+    M("SGEMM, shared-memory tiles", "96a129fb",
+      "        cuda.syncthreads()  # the tiles are complete before anyone uses them\n", "",
+      "tiles used before the barrier"),
+    M("SGEMM, shared-memory tiles", "96a129fb",
+      "        cuda.syncthreads()  # everyone is done with the tiles before the next load overwrites them\n", "",
+      "no barrier before the next load"),
+    M("SGEMM, shared-memory tiles", "96a129fb", "if row < m and k0 + tx < kk", "if row < m and k0 + tx <= kk",
+      "tile edge off by one"),
+    M("SGEMM, 2D register blocking", "831d1027", "a_reg[i] = a_tile[ty * TM + i, k]",
+      "a_reg[i] = a_tile[tx * TM + i, k]", "register block of the wrong thread"),
+    M("SGEMM, 2D register blocking", "831d1027", "q = col0 + tx * TN + j", "q = col0 + ty * TN + j",
+      "results stored at the wrong columns"),
+    M("SGEMM, two tiles per trip", "75d81445", "            if k0 + BKX < kk:  # an odd number of tiles: the last trip has one\n"
+      "                one_tile(", "            if True:\n                one_tile(", "second half of the last trip unguarded"),
+    M("SGEMM, two tiles per trip", "75d81445", "fast,\n                         k0 + BKX, 1)",
+      "fast,\n                         k0 + BKX, 0)", "both halves read stage 0"),
+    M("SGEMM, two tiles per trip", "75d81445", "stash(a_t, b_t, 1 - s, ra, rb, t)", "stash(a_t, b_t, s, ra, rb, t)",
+      "next tile stashed into the stage being read"),
     # ---- 03.1: bias and ReLU, separate and as the GEMM's epilogue
     M("bias, then ReLU", "c03", "c[i] += bias[i % n]", "c[i] += bias[i // n]", "bias indexed by the row"),
     M("bias, then ReLU", "c03", "    if i < c.size:\n        c[i] += bias[i % n]", "    if i <= c.size:\n        c[i] += bias[i % n]",

@@ -49,7 +49,9 @@ def make_kernel(mistake=None):
                     v_agg = aggregates[j]
                     v_pre = prefixes[j]
                 f = cuda.ldcv(flags, j)
-                if f == NONE:
+                if f == NONE and mistake == "poll once":
+                    f = cuda.ldcv(flags, j)  # asked once more, then goes on whatever the flag says
+                elif f == NONE:
                     continue
                 cuda.threadfence()
                 if mistake != "value first":
@@ -69,13 +71,13 @@ def make_kernel(mistake=None):
     return lookback
 
 
-def run(kernel, blocks=8, order="in order", seed=0, resident=None):
+def run(kernel, blocks=8, order="in order", seed=0, resident=None, slow_blocks=True):
     x = np.arange(1, blocks + 1, dtype=np.float64)
     out = cuda.to_device(np.full(blocks, np.nan))
     seen = cuda.to_device(np.zeros(1, np.int32))
     args = (cuda.to_device(x), out, cuda.to_device(np.zeros(1, np.int32)), cuda.to_device(np.zeros(blocks, np.int32)),
             cuda.to_device(np.full(blocks, np.nan)), cuda.to_device(np.full(blocks, np.nan)), seen)
-    with block_schedule(order, seed=seed, resident=resident):
+    with block_schedule(order, seed=seed, resident=resident, slow_blocks=slow_blocks):
         kernel[blocks, 32](*args)
     ok = np.array_equal(out.copy_to_host(), np.cumsum(x))
     return ok, int(seen.copy_to_host()[0])
@@ -94,12 +96,21 @@ def test_a_correct_look_back_passes_every_schedule_and_meets_aggregates():
     assert aggregates_seen > 0
 
 
-@pytest.mark.parametrize("mistake", ["flag first", "value first", "aggregate as prefix"])
+@pytest.mark.parametrize("mistake", ["flag first", "value first", "aggregate as prefix", "poll once"])
 def test_each_ordering_mistake_is_caught_by_some_interleaved_schedule(mistake):
     kernel = make_kernel(mistake)
     assert run(kernel, order="in order")[0], "in index order every mistake goes unseen: that is the point"
     results = [run(kernel, order="interleaved", seed=s)[0] for s in range(6)]
     assert not all(results), f"{mistake}: no interleaved schedule exposed it"
+
+
+def test_only_slow_blocks_expose_a_look_back_that_polls_once():
+    # Without slow blocks a poller is held back until its predecessor has published, so a look-back
+    # that asks twice and goes on never meets "nothing published" (what module 02's check uses to
+    # name this mistake); a slow block keeps it from publishing across several polls.
+    kernel = make_kernel("poll once")
+    assert all(run(kernel, order="interleaved", seed=s, slow_blocks=False)[0] for s in range(6))
+    assert not all(run(kernel, order="interleaved", seed=s)[0] for s in range(6))
 
 
 def test_waiting_on_the_previous_block_index_stalls_when_it_has_not_started():
@@ -119,3 +130,6 @@ def test_schedule_arguments_are_checked_and_restored():
     with block_schedule("reverse"):
         assert schedule.order == "reverse"
     assert schedule.order == "in order"
+    with block_schedule("interleaved", slow_blocks=False):
+        assert not schedule.slow_blocks
+    assert schedule.slow_blocks

@@ -38,8 +38,6 @@ def _cupy():
 
 def _kernel_of(launch):
     """The compiled kernel behind one of the package's launchers (None if unknown)."""
-    from dataclasses import asdict
-
     from . import sgemm
 
     kernel = {sgemm.launch_naive: sgemm.sgemm_naive, sgemm.launch_coalesced: sgemm.sgemm_coalesced,
@@ -50,11 +48,14 @@ def _kernel_of(launch):
         return kernel
     if getattr(launch, "kernel", None) is not None:
         return launch.kernel
+    if launch is sgemm.launch_double_buffered:
+        cfg = sgemm.DOUBLE_BUFFERED
+        return sgemm.warptile_kernel(cfg, main_loop=sgemm.warptile_parts(cfg).main_loop_one)
     cfg = getattr(launch, "config", None)
     if cfg is None and launch is sgemm.launch_warptiled:
         cfg = sgemm.WARPTILE
-    if cfg is None and launch is sgemm.launch_double_buffered:
-        cfg = sgemm.GemmTiles(**{**asdict(sgemm.WARPTILE), "double_buffer": True})
+    if cfg is None and launch is sgemm.launch_two_tiles:
+        cfg = sgemm.DOUBLE_BUFFERED
     return sgemm.warptile_kernel(cfg) if cfg is not None else None
 
 

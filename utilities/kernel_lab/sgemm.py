@@ -14,6 +14,7 @@ write-up, in CUDA C):
 7. warp tiling: each warp owns a sub-tile of the block's tile, arranged so that its shared-memory
    reads are free of bank conflicts;
 8. double buffering: the next tiles are loaded while the current ones are used;
+8b. two tiles per trip of the main loop, so that each half reads a constant stage of shared memory;
 9. autotuned: the tile sizes of kernel 8 chosen by timing candidates on this GPU.
 
 Every kernel is correct for any M, N, K (edges are zero-filled in shared memory and masked on
@@ -545,7 +546,19 @@ def warptile_parts(cfg: GemmTiles):
         cuda.syncthreads()  # one barrier per tile: stage 1-s complete, stage s free
 
     @cuda.jit(device=True, inline="always")
+    def main_loop_one(a, b, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, col0, m, n, kk, t, wr, wc, tr, tc, fast):
+        """Kernel 8's loop: one tile per trip, the stage a variable (s = 1 - s)."""
+        fetch(a, b, ra, rb, row0, col0, 0, m, n, kk, t, fast)
+        stash(a_t, b_t, 0, ra, rb, t)
+        cuda.syncthreads()
+        s = 0
+        for k0 in range(0, kk, XBK):
+            one_tile(a, b, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, col0, m, n, kk, t, wr, wc, tr, tc, fast, k0, s)
+            s = 1 - s
+
+    @cuda.jit(device=True, inline="always")
     def main_loop(a, b, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, col0, m, n, kk, t, wr, wc, tr, tc, fast):
+        """Single-buffered (kernel 7), or kernel 8b's loop: two tiles per trip (the default)."""
         if STAGES == 1:
             for k0 in range(0, kk, XBK):
                 fetch(a, b, ra, rb, row0, col0, k0, m, n, kk, t, fast)
@@ -568,7 +581,8 @@ def warptile_parts(cfg: GemmTiles):
                              fast, k0 + XBK, 1)
 
     parts = SimpleNamespace(fetch=fetch, stash=stash, compute_stage=compute_stage, lane_map=lane_map,
-                            main_loop=main_loop, st4=st4, dtype=DT, ra=RA, rb=RB, rm=RM, rn=RN, stages=STAGES)
+                            main_loop=main_loop, main_loop_one=main_loop_one, one_tile=one_tile, st4=st4, dtype=DT,
+                            ra=RA, rb=RB, rm=RM, rn=RN, stages=STAGES)
     _WARPTILE_PARTS[cfg] = parts
     return parts
 
@@ -675,8 +689,17 @@ def launch_warptiled(c, a, b):
     warptile_launcher(WARPTILE)(c, a, b)
 
 
+DOUBLE_BUFFERED = GemmTiles(**{**asdict(WARPTILE), "double_buffer": True})  # kernels 8 and 8b
+
+
 def launch_double_buffered(c, a, b):
-    warptile_launcher(GemmTiles(**{**asdict(WARPTILE), "double_buffer": True}))(c, a, b)
+    """Kernel 8: double buffering, one tile per trip of the main loop."""
+    warptile_launcher(DOUBLE_BUFFERED, main_loop=warptile_parts(DOUBLE_BUFFERED).main_loop_one)(c, a, b)
+
+
+def launch_two_tiles(c, a, b):
+    """Kernel 8b: kernel 8 with two tiles per trip, so each half's stage is a constant."""
+    warptile_launcher(DOUBLE_BUFFERED)(c, a, b)
 
 
 # --- 9. autotuning -------------------------------------------------------------------------------
@@ -754,4 +777,5 @@ PROGRESSION = [
     ("6 vectorised loads", launch_vectorized),
     ("7 warp tiling", launch_warptiled),
     ("8 double buffering", launch_double_buffered),
+    ("8b two tiles per trip", launch_two_tiles),
 ]

@@ -333,7 +333,9 @@ def check_scan(launch, *, name: str = "scan", tile: int = 256, sizes=None, seed=
     Sizes cover one element, partial and several tiles and a large array. In the simulator each
     size also runs under adversarial block schedules (reverse order, shuffled interleavings, only 2
     blocks resident); on a GPU, three runs. Pass ``kernel=`` (the single-pass kernel) to also get
-    hints from its source (a missing fence, flags polled with plain loads).
+    hints from its source (a missing fence, flags polled with plain loads). An interleaved schedule
+    that fails is run again without slow blocks; if it passes then, the hint names a look-back that
+    polls a flag once instead of waiting.
     """
     require_callable(launch, "launch")
     from ..simulator.grid import GridStall, block_schedule
@@ -359,21 +361,43 @@ def check_scan(launch, *, name: str = "scan", tile: int = 256, sizes=None, seed=
 
     runs = _scan_schedules() if schedules else [("once", None)]
     seed = secrets.randbits(32) if seed is None else seed
-    for label, sched in runs:
-        try:
-            if sched is None or not on_simulator():
+
+    def run(sched):
+        if sched is None or not on_simulator():
+            check_kernel(name, launch, reference, inputs, sizes=sizes, k=lambda n: max(int(n), 1),
+                         magnitude=magnitude, seed=seed, rerun=False, quiet=True)
+        else:
+            with block_schedule(**sched):
                 check_kernel(name, launch, reference, inputs, sizes=sizes, k=lambda n: max(int(n), 1),
                              magnitude=magnitude, seed=seed, rerun=False, quiet=True)
-            else:
-                with block_schedule(**sched):
-                    check_kernel(name, launch, reference, inputs, sizes=sizes, k=lambda n: max(int(n), 1),
-                                 magnitude=magnitude, seed=seed, rerun=False, quiet=True)
+
+    def fails_only_with_slow_blocks(sched) -> bool:
+        """Does the failing interleaved schedule pass once no block is slow (held back after it
+        publishes, see simulator/grid.py)? Then the look-back went on while a predecessor had
+        published nothing: it polled the flag once where it must wait."""
+        if sched is None or sched.get("order") != "interleaved" or not on_simulator():
+            return False
+        try:
+            run({**sched, "slow_blocks": False})
+        except (CheckFailed, GridStall):
+            return False
+        return True
+
+    for label, sched in runs:
+        try:
+            run(sched)
         except GridStall as stall:
             raise CheckFailed(f"{name} ({label}): the blocks waited for each other forever.\n{stall}") from None
         except CheckFailed as failure:
             if "not done yet" in str(failure):
                 raise
             lines = [f"{name} ({label}): {failure}"]
+            if fails_only_with_slow_blocks(sched):
+                lines.append("Hint: the scan fails only when a predecessor is slow to publish (this schedule passes "
+                             "when every block publishes at its first turn): the look-back went past a flag that "
+                             "still said FLAG_NONE and added a value nobody had published. It polled the flag once "
+                             "(`if f == FLAG_NONE:`) where it must wait: `while f == FLAG_NONE: "
+                             "f = kl.load_acquire(flags, j)`.")
             if label not in ("blocks in order", "run 1", "once"):
                 lines.append("Hint: the scan is right when blocks run one after the other in index order, and wrong "
                              f"under this schedule ({label}): a look-back that reads a partial before it is published "
@@ -496,7 +520,9 @@ def gemm_shapes(tile_m: int, tile_n: int, tile_k: int, large=None):
     shapes = [("1x1x1", (1, 1, 1)),
               ("tile-1 x tile+1 x bk+1", (max(tile_m - 1, 1), tile_n + 1, tile_k + 1)),
               ("non-multiples", (2 * tile_m + 3, tile_n + 5, 3 * tile_k + 2)),
-              ("aligned", (2 * tile_m, 2 * tile_n, 4 * tile_k))]
+              # an odd number of K tiles (3): a loop that takes two tiles per trip (kernel 8b) must
+              # skip the second half of its last trip
+              ("aligned", (2 * tile_m, 2 * tile_n, 3 * tile_k))]
     if large:
         shapes.append(("large", (large, large - 2, large // 2 + 5)))
     return shapes
@@ -533,6 +559,17 @@ def _gemm_extra_hint(a, b, tiles):
                 return (f"the result is A[:, :{kf}] @ B[:{kf}, :]: the last, partial tile along K "
                         f"(K = {kk} is not a multiple of {tile_k}) is skipped. Loop over ceil(K / BK) tiles "
                         "(`range(0, K, BK)`), loading 0 past the end of K.")
+        tiles_k = -(-kk // tile_k)
+        if tiles_k >= 3 and tiles_k % 2 and written.all():
+            # Two tiles per trip with no guard on the last trip's second half: it computes stage 1
+            # again, which still holds the tile before the last.
+            lo, hi = (tiles_k - 2) * tile_k, (tiles_k - 1) * tile_k
+            twice = expected + a[:, lo:hi] @ b[lo:hi, :]
+            if np.allclose(g, twice, rtol=1e-4, atol=1e-4 * scale.max()):
+                return (f"the result has the tile of K before the last (k = {lo}..{hi - 1}) added twice: with an odd "
+                        f"number of tiles along K ({tiles_k} here), a loop that takes two tiles per trip has only one "
+                        "in its last trip. Run the second half only if there is a tile left (`if k0 + BK < K`); "
+                        "otherwise it computes the other stage again, which still holds the tile before the last.")
         edge_rows = np.arange(m) >= m - m % tile_m if m % tile_m else np.zeros(m, bool)
         edge_cols = np.arange(n) >= n - n % tile_n if n % tile_n else np.zeros(n, bool)
         on_edge = edge_rows[:, None] | edge_cols[None, :]

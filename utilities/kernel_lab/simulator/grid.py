@@ -26,6 +26,10 @@ used with ``with``, inside the block only):
     holds the turn runs between two scheduling points, and a block starts only when it is given
     the turn, so a schedule is a function of its seed alone, not of how fast the machine's threads
     happen to run: a check that exposes a mistake with one seed exposes it on every machine.
+    Now and then (seeded) a block that has just published is *slow*: it gets no turn while another
+    block can run, for a few points per running block, so a successor waiting for it polls several
+    times in a row and reads "nothing published" each time, as on a GPU while the predecessor still
+    scans its tile. ``slow_blocks=False`` turns that off.
 
 Blocks whose threads spin on a flag that nobody will ever set keep passing scheduling points
 without anything changing in memory; after ``stall_limit`` such points in a row the launch stops
@@ -47,6 +51,13 @@ from .frames import format_site, user_frame
 
 ORDERS = ("in order", "reverse", "interleaved")
 
+# Slow blocks of the interleaved schedule (GridBaton.held): how often a publication holds its block
+# back, and for how long (scheduling points passed by the other blocks, per running block; at most a
+# quarter of the stall limit, so that blocks waiting for a slow one are never taken for a hang).
+HOLD_CHANCE = 0.25
+HOLD_POINTS_PER_BLOCK = 6
+HOLD_SEED_OFFSET = 0x51_0B  # the slow-block generator's seed is the schedule's seed plus this
+
 
 class GridStall(KernelLabSimulatorError):
     """Blocks wait for each other forever (on a GPU the kernel would hang)."""
@@ -57,6 +68,7 @@ class _Schedule:
         self.order = "in order"
         self.seed = 0
         self.resident = None
+        self.slow_blocks = True
         self.stall_limit = 20000
 
 
@@ -68,26 +80,30 @@ class block_schedule:
 
     ``ksim.block_schedule("interleaved", seed=3)`` for good, or ``with ksim.block_schedule(...):``
     for the launches inside the block. ``resident`` limits how many blocks run at once
-    (interleaved only; ``None``: all of them).
+    (interleaved only; ``None``: all of them). ``slow_blocks=False`` (interleaved only) never holds
+    a block back after it publishes: module 02's check reruns a failing schedule that way to tell
+    a look-back that does not wait from one that reads in the wrong order.
     """
 
-    def __init__(self, order="in order", *, seed=0, resident=None):
+    def __init__(self, order="in order", *, seed=0, resident=None, slow_blocks=True):
         if order not in ORDERS:
             raise ValueError(f"block_schedule: order must be one of {', '.join(map(repr, ORDERS))}, got {order!r}")
         if resident is not None and (not isinstance(resident, int) or resident < 1):
             raise ValueError(f"block_schedule: resident must be a whole number >= 1 or None, got {resident!r}")
-        self._previous = (schedule.order, schedule.seed, schedule.resident)
+        self._previous = (schedule.order, schedule.seed, schedule.resident, schedule.slow_blocks)
         schedule.order, schedule.seed, schedule.resident = order, int(seed), resident
+        schedule.slow_blocks = bool(slow_blocks)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc_info):
-        schedule.order, schedule.seed, schedule.resident = self._previous
+        schedule.order, schedule.seed, schedule.resident, schedule.slow_blocks = self._previous
         return False
 
     def __repr__(self):
-        return f"block_schedule({schedule.order!r}, seed={schedule.seed}, resident={schedule.resident})"
+        slow = "" if schedule.slow_blocks else ", slow_blocks=False"
+        return f"block_schedule({schedule.order!r}, seed={schedule.seed}, resident={schedule.resident}{slow})"
 
 
 def block_order(grid_points, order, seed):
@@ -103,7 +119,7 @@ def block_order(grid_points, order, seed):
 class GridBaton:
     """Which block may pass its next scheduling point (interleaved schedules only)."""
 
-    def __init__(self, seed, stall_limit, queue=(), resident=None):
+    def __init__(self, seed, stall_limit, queue=(), resident=None, slow_blocks=True):
         self.cond = threading.Condition()
         self.queue = list(queue)  # runners not admitted yet, in start order
         self.resident = resident or max(1, len(self.queue))
@@ -117,6 +133,17 @@ class GridBaton:
         self.stall = None
         self.spin_sites = {}
         self.deferred = {}  # runner -> points other blocks pass before it may run again
+        # Slow blocks. On a GPU a block that has taken its ticket still loads and scans its whole
+        # tile before it publishes, time in which a successor polls its flag many times. Here that
+        # stretch has no scheduling point, and `deferred` (which holds a poller back) let the
+        # predecessor publish before every poll's read: no look-back ever read "nothing published",
+        # so one that polls once instead of waiting passed. Now and then (seeded) a block that has
+        # just published (its ticket, say) is therefore held back: no turn while another block can
+        # run, until the others have passed HOLD_POINTS_PER_BLOCK points per running block. A
+        # successor waiting for it then polls several times in a row and reads "nothing" each time.
+        # A generator of its own, so that `rng`'s draws stay as they were for the same candidates.
+        self.hold_rng = random.Random(seed + HOLD_SEED_OFFSET) if slow_blocks else None
+        self.held = {}  # runner -> points other blocks pass before it may be given a turn again
 
     # --- blocks come and go -----------------------------------------------------------------
     def _admit(self):
@@ -146,6 +173,7 @@ class GridBaton:
                 self.live.remove(runner)
             self.waiting.pop(runner, None)
             self.deferred.pop(runner, None)
+            self.held.pop(runner, None)
             self.quiet_points = 0
             self._admit()
             if self.holder is runner:
@@ -156,12 +184,15 @@ class GridBaton:
         """Memory changed (an atomic wrote): blocks that spin may now see something new.
 
         The block that wrote (published) is then held back until the other blocks have passed a
-        few scheduling points: whatever it writes next, they may look before it does.
+        few scheduling points: whatever it writes next, they may look before it does. Sometimes
+        (seeded, ``HOLD_CHANCE``) it is also a slow block: see ``held``.
         """
         with self.cond:
             self.quiet_points = 0
             if runner is not None and len(self.live) > 1:
                 self.deferred[runner] = 2 * len(self.live)
+                if self.hold_rng is not None and self.hold_rng.random() < HOLD_CHANCE:
+                    self.held[runner] = min(HOLD_POINTS_PER_BLOCK * len(self.live), self.stall_limit // 4)
 
     # --- scheduling points ------------------------------------------------------------------
     def point(self, runner, what, defer=False):
@@ -174,11 +205,12 @@ class GridBaton:
             if self.stall is not None:
                 raise self.stall
             self.quiet_points += 1
-            for other in list(self.deferred):
-                if other is not runner:
-                    self.deferred[other] -= 1
-                    if self.deferred[other] <= 0:
-                        del self.deferred[other]
+            for counts in (self.deferred, self.held):
+                for other in list(counts):
+                    if other is not runner:
+                        counts[other] -= 1
+                        if counts[other] <= 0:
+                            del counts[other]
             frame = user_frame(sys._getframe(2))
             if frame is not None:
                 self.spin_sites[runner] = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, what)
@@ -210,12 +242,18 @@ class GridBaton:
 
     def _hand_over(self, runner):
         """Give the baton to another running block, chosen at random (seeded), preferring blocks
-        that have not just published; keep it if there is no other.
+        that have not just published; keep it if there is no other. A held (slow) block is no
+        candidate while the runner or another block can go on: a poller then keeps the baton and
+        polls again, as it would on a GPU while its predecessor is still busy.
 
         Every other running block waits, at a scheduling point or for its start (only the holder
         runs), so the candidates are all of them, in a fixed order: the seed alone decides."""
         others = sorted((r for r in self.live if r is not runner),
                         key=lambda r: r.block_number)  # a deterministic list for the seeded choice
+        unheld = [r for r in others if r not in self.held]
+        if unheld or runner in self.live:
+            others = unheld  # held blocks wait (the runner keeps the baton if no other can go on)
+        # else the runner has finished and every block left is held: one of them runs anyway
         fresh = [r for r in others if r not in self.deferred]
         if fresh:
             self.holder = self.rng.choice(fresh)
@@ -275,7 +313,8 @@ def run_grid(blocks, run_one):
         blocks[index][0].start_rank = rank
         blocks[index][0].block_number = index
     resident = 1 if order == "reverse" else (schedule.resident or len(blocks))
-    baton = GridBaton(schedule.seed, schedule.stall_limit, [blocks[i][0] for i in starts], resident)
+    baton = GridBaton(schedule.seed, schedule.stall_limit, [blocks[i][0] for i in starts], resident,
+                      slow_blocks=schedule.slow_blocks)
     _current["baton"] = baton
     index_of = {id(blocks[i][0]): i for i in starts}
     errors = {}
