@@ -287,3 +287,13 @@ def test_integer_results_equal_to_the_poison_are_not_unwritten(capsys):
     want[3] = 7
     with pytest.raises(kl.CheckFailed, match="1 of them never written"):
         kl.check_array("quantized", got, want, fmt="int8")
+
+
+def test_the_guard_after_an_output_is_capped():
+    # A 1D output's "row" is the whole array: uncapped, a 2^24-element check took a 4 GiB guard.
+    from kernel_lab.check import GUARD_MAX, _guard_size
+
+    assert _guard_size((1 << 24,)) == GUARD_MAX
+    assert _guard_size((3000,)) == 64 * 3000  # the simulator's sizes keep their guard
+    assert _guard_size((5,)) == 4096
+    assert _guard_size((100, 8191)) == 64 * 8191

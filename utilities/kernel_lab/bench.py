@@ -348,6 +348,10 @@ def _measure_gemm_tflops(dtype) -> float | None:
     b = rng.standard_normal((n, n), dtype=cp.float64).astype(dtype)
     c = cp.empty((n, n), dtype=dtype)
     times = time_ms(lambda: cp.matmul(a, b, out=c), warmup=2, repeat=7, flush_l2=False)
+    del a, b, c
+    # CuPy's pool would keep these 2 GiB (and the float64 temporaries) for the rest of the
+    # learner's session: give them back, a GPU shared by several learners needs them.
+    cp.get_default_memory_pool().free_all_blocks()
     return 2 * n**3 / statistics.median(times) / 1e9
 
 

@@ -177,10 +177,15 @@ def poisoned(shape, dtype=np.float32):
     return cuda.to_device(poisoned_host(n, dtype).reshape(shape))
 
 
+GUARD_MAX = 1 << 20  # elements: 4 MiB of float32
+
+
 def _guard_size(shape) -> int:
     # Threads of a too-large grid land within one block (<=1024 threads) past the end, or, in 2D,
-    # within a block's rows past the last row: guard a few rows' worth.
-    return max(4096, 64 * (shape[-1] if shape else 1))
+    # within a block's rows past the last row: guard a few rows' worth. Capped: for a 1D output the
+    # "row" is the whole array, and a 2^24-element check took a 4 GiB guard (8.4 GiB at its peak on
+    # an H100, with check_kernel's second run), more than a 10 GB GPU slice a learner may have.
+    return max(4096, min(64 * (shape[-1] if shape else 1), GUARD_MAX))
 
 
 class _GuardedOutput:
