@@ -140,3 +140,16 @@ def test_precompile_wants_a_shape_for_pipeline_configurations():
     with pytest.raises(GemmArgumentError, match="alone"):
         gemm.precompile([PipelineConfig(), GemmConfig()], shape=(256, 256, 256), log=None)
     assert gemm.precompile([], log=None) == []
+
+
+def test_pipeline_out_must_be_dense_and_16_byte_aligned():
+    # the pipeline GEMM stores whole tiles with 16-byte stores, rows N elements apart
+    a, b_t = arr((8, 64), np.int8), arr((4, 64), np.int8)
+    wide = np.zeros((8, 6), np.int32)[:, :4]  # rows 6 elements apart
+    with pytest.raises(v.GemmArgumentError, match="must be C-contiguous"):
+        v.check_pipeline(a, b_t, wide, precision="int8", out_dtype=np.int32)
+    shifted = v.ArrayInfo((8, 4), np.dtype(np.int32), (16, 4), 1024 + 4)
+    with pytest.raises(v.GemmArgumentError, match="16-byte boundary"):
+        v.check_pipeline(a, b_t, shifted, precision="int8", out_dtype=np.int32)
+    v.check_pipeline(a, b_t, v.ArrayInfo((8, 4), np.dtype(np.int32), (16, 4), 1024), precision="int8",
+                     out_dtype=np.int32)

@@ -158,6 +158,14 @@ def check_pipeline(a, b_t, out, *, precision, out_dtype):
         raise GemmArgumentError(f"out has shape {oi.shape}, expected {want} (M x N)")
     if oi.dtype != np.dtype(out_dtype):
         raise GemmArgumentError(f"out has dtype {oi.dtype.name}; this kernel's epilogue writes {np.dtype(out_dtype).name}")
+    # The kernel stores whole tiles with 16-byte vector stores, rows N elements apart.
+    rows = (oi.strides[-2], oi.strides[-1]) if len(oi.shape) >= 2 else None
+    if rows != (want[1] * oi.dtype.itemsize, oi.dtype.itemsize) and want[0] > 1:
+        raise GemmArgumentError(f"out must be C-contiguous (rows of N = {want[1]} elements, one after the other), got "
+                                f"byte strides {oi.strides}: pass a fresh array, or out.copy()")
+    if oi.ptr % 16:
+        raise GemmArgumentError("out must start on a 16-byte boundary (a fresh CuPy or Numba array does): the "
+                                "kernel stores whole tiles with 16-byte stores")
 
 
 def check_epilogue_args(epilogue, args, *, m, n, batch, tiles_n):
