@@ -336,6 +336,16 @@ def test_nvfp4_wrong_last_partial_block_is_named():
     _fails_with("partial_block", q.check_nvfp4_quantize, _nvfp4(last_block))
 
 
+def test_nvfp4_all_zero_tensor_needs_a_tensor_scale_of_1():
+    # amax = 0: a kernel that keeps ts = amax / 2688 = 0 computes every scale as E4M3((0 / 6) / 0) = NaN
+    # (its elements stay right: denom = NaN is not > 0, so they are signed zeros). Every other case passes.
+    def unguarded(x, p, s):
+        return p, (s if x.any() else np.full_like(s, F.E4M3.nan_code))
+
+    msg = _fails_with("zero_tensor", q.check_nvfp4_quantize, _nvfp4(unguarded))
+    assert "case all zeros" in msg and _key("scale_rounded_up") not in msg
+
+
 def test_mx_scale_rounded_up_is_named():
     def ceil_scale(x, c, s):
         blocks = MX._blocks(x, 32)
@@ -347,6 +357,20 @@ def test_mx_scale_rounded_up_is_named():
         return MX.pack_e2m1(F.encode(scaled, "E2M1").ravel()[: x.size]), s2
 
     _fails_with("scale_rounded_up", q.check_mx_quantize, _mx(ceil_scale), "E2M1")
+
+
+@pytest.mark.parametrize("elements", ["E2M1", "E4M3"])
+def test_mx_scale_not_clamped_at_0_is_named(elements):
+    # blocks of tiny values: floor(log2(amax)) - emax + 127 < 0, which a kernel without the clamp stores
+    # wrapped around in the uint8 (codes 0xF6, ...); every other case passes
+    def unclamped(x, c, s):
+        amax = np.max(np.abs(MX._blocks(x, 32)), axis=1)
+        _, ex = np.frexp(amax)
+        code = np.where(amax > 0, ex.astype(np.int64) - 1 - MX.EMAX[elements] + 127, 0)
+        return c, np.minimum(code, 254).astype(np.uint8)  # a negative code wraps, as uint8(code) in a kernel
+
+    msg = _fails_with("scale_not_clamped", q.check_mx_quantize, _mx(unclamped, elements), elements)
+    assert "case tiny blocks" in msg and _key("scale_rounded_up") not in msg
 
 
 def test_mxfp8_swapped_bytes_are_not_called_packing():
@@ -361,7 +385,12 @@ def test_block_format_correct_kernels_pass(capsys):
     q.check_nvfp4_quantize(fk.nvfp4_quantize, seed=11)
     q.check_mx_quantize(lambda c, s, x: fk.mx_quantize(c, s, x, "E2M1"), "E2M1", seed=11)
     q.check_mx_quantize(lambda c, s, x: fk.mx_quantize(c, s, x, "E4M3"), "E4M3", seed=11)
-    assert capsys.readouterr().out.count("bit-exact") == 3
+    out = capsys.readouterr().out
+    assert out.count("bit-exact") == 3
+    # the silent cases (NVFP4's tensor of zeros, MX's tiny blocks) are not counted: the notebooks store these lines
+    assert "NVFP4 quantize: scales and packed codes bit-exact in all 6 cases" in out
+    assert "MXFP4 quantize: scales and codes bit-exact in all 6 cases" in out
+    assert "MXFP8 quantize: scales and codes bit-exact in all 6 cases" in out
 
 
 def test_checks_refuse_what_they_cannot_check():

@@ -56,3 +56,9 @@ def test_regenerating_keeps_a_race_mutants_quote_while_the_check_can_still_say_i
     gone = "CheckFailed: a new message"  # the check's wording changed for good: the page follows
     assert mistakes_page.stable_summary(quoted, gone, lambda: gone) == gone
     assert mistakes_page.stable_summary(None, gone, lambda: gone) == gone  # a new mutant
+
+
+def test_named_hints_are_quoted_too():
+    # Module 04's and 05's checks write "Hint (name): ..." lines: the page quotes them like "Hint:".
+    error = RuntimeError("attention: wrong\n  [0]: 1, 2\n  [1]: 3, 4\n  [2]: 5, 6\nHint (mask_after_max): mask first.")
+    assert mistakes_page.summary(error) == "RuntimeError: attention: wrong\nHint (mask_after_max): mask first."

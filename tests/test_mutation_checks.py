@@ -49,12 +49,17 @@ NB023 = "solutions/02-reductions-and-gemm/02.3-sgemm-progression.ipynb"
 NB031 = "solutions/03-fusion/03.1-gemm-bias-relu.ipynb"
 NB032 = "solutions/03-fusion/03.2-conv3x3-bias-relu.ipynb"
 NB033 = "solutions/03-fusion/03.3-layernorm-gelu.ipynb"
+NB034 = "solutions/03-fusion/03.4-epilogues-as-functions.ipynb"
 NB041 = "solutions/04-attention/04.1-naive-attention.ipynb"
 NB042 = "solutions/04-attention/04.2-online-softmax.ipynb"
+NB043 = "solutions/04-attention/04.3-fused-attention.ipynb"
+NB045 = "solutions/04-attention/04.5-backward.ipynb"
 NB051 = "solutions/05-quantization/05.1-affine-quantization.ipynb"
 NB052 = "solutions/05-quantization/05.2-int4-groups.ipynb"
 NB053 = "solutions/05-quantization/05.3-fp8-e4m3-e5m2.ipynb"
+NB054 = "solutions/05-quantization/05.4-nvfp4-and-mx.ipynb"
 NB055 = "solutions/05-quantization/05.5-ternary.ipynb"
+NB056 = "solutions/05-quantization/05.6-quantized-gemms.ipynb"
 
 # A program is the list of a notebook's cells that define one kernel and check it, in notebook
 # order. "id:defs" runs only the cell's definitions (functions, constants, imports); "id" runs the
@@ -104,8 +109,12 @@ PROGRAMS = {
     "direct conv": (NB032, ["c01:defs", "c03"]),
     "Welford combine": (NB033, ["c01:defs", "c03:defs", "c05"]),
     "LayerNorm + GELU": (NB033, ["c01:defs", "c03:defs", "c05"]),
+    "epilogue factories": (NB034, ["c01:defs", "c03"]),
+    "GEMM + row softmax": (NB034, ["c01:defs", "c11"]),
     "attention softmax": (NB041, ["72df107a:defs", "ba0afa27"]),
     "online softmax": (NB042, ["d980c602:defs", "2cb3a5e8:defs", "43124d29:defs", "630ae996"]),
+    "fused attention": (NB043, ["2eba24c1:defs", "c8a88f30"]),
+    "attention backward, dQ": (NB045, ["315858b7:defs", "b08de7e2"]),
     "int8 quantize": (NB051, ["cell-1:defs", "cell-5"]),
     "int8 dequantize": (NB051, ["cell-1:defs", "cell-9"]),
     "affine rows": (NB051, ["cell-1:defs", "cell-11"]),
@@ -113,7 +122,11 @@ PROGRAMS = {
     "int4 dequantize": (NB052, ["cell-1:defs", "cell-6"]),
     "FP8 decode": (NB053, ["4a89cb7f:defs", "543c31e0:defs", "17afa519"]),
     "FP8 encode": (NB053, ["4a89cb7f:defs", "543c31e0:defs", "17afa519:defs", "a4d80208:defs", "5195844f"]),
+    "NVFP4 quantize": (NB054, ["ce2cb37e:defs", "128a5cc5"]),
+    "MX scale": (NB054, ["ce2cb37e:defs", "128a5cc5:defs", "aa9ee102"]),
     "ternary quantize": (NB055, ["cell-1:defs", "cell-3"]),
+    "int8 GEMM on DP4A": (NB056, ["cell-1:defs", "cell-4"]),
+    "W4A8 GEMM": (NB056, ["cell-1:defs", "cell-10"]),
 }
 
 
@@ -437,6 +450,22 @@ MUTANTS = [
       "eps left out"),
     M("LayerNorm + GELU", "c05", "ln.gelu((v[k] - mean) * rstd * gamma[c] + beta[c])",
       "ln.gelu((v[k] - mean) * rstd) * gamma[c] + beta[c]", "GELU before the scale and shift"),
+    # ---- 03.4: epilogues handed to the GEMM factory, and the row softmax after a GEMM
+    M("epilogue factories", "c03", "math.exp(-(v + aux[0][col]))", "math.exp(-(v + aux[0][row]))",
+      "sigmoid: bias indexed by the row"),
+    M("epilogue factories", "c03", "return gelu(v + aux[0][col])", "return gelu(v) + aux[0][col]",
+      "GELU before the bias"),
+    M("epilogue factories", "c03", "return alpha * v + beta * c_in[row, col] + gamma * bias[col]",
+      "return beta * v + alpha * c_in[row, col] + gamma * bias[col]", "alpha and beta swapped"),
+    M("epilogue factories", "c03", "return alpha * v + beta * c_in[row, col] + gamma * bias[col]",
+      "return alpha * v + beta * c_in[col, row] + gamma * bias[col]", "C read at (col, row)"),
+    M("epilogue factories", "c03", "return alpha * v + beta * c_in[row, col] + gamma * bias[col]",
+      "return alpha * v + beta * c_in[row, col] + bias[col]", "bias not scaled by gamma"),
+    M("GEMM + row softmax", "c11", "v[j] = math.exp(v[j] - m)", "v[j] = math.exp(v[j])", "softmax without the row max"),
+    M("GEMM + row softmax", "c11", "    m = ep.block_max_f32(m, scratch)\n", "",
+      "each thread's own max, not the row's"),
+    M("GEMM + row softmax", "c11", "    s = ep.block_sum_f32(s, scratch)\n", "",
+      "each thread's own sum, not the row's"),
     # ---- 04.1 and 04.2: the softmax of attention, in two passes and online
     M("attention softmax", "ba0afa27", "valid = min(kv_lens[b], i + 1) if causal", "valid = min(kv_lens[b], i) if causal",
       "causal mask without the diagonal"),
@@ -452,6 +481,38 @@ MUTANTS = [
       "lanes merged without rescaling"),
     M("online softmax", "630ae996", "off = 16", "off = 8", "merge misses half the warp"),
     M("online softmax", "630ae996", "elif xj > NEG_INF:", "else:", "masked elements counted"),
+    # ---- 04.3: fused attention forward, the online softmax over key blocks
+    M("fused attention", "c8a88f30", "ell *= alpha", "ell *= math.exp(m - block_max)",
+      "normaliser rescaled with the block's max"),
+    M("fused attention", "c8a88f30", "acc[c] *= alpha", "acc[c] *= float32(1)", "accumulator not rescaled"),
+    M("fused attention", "c8a88f30",
+      "                    s = float32(NEG_INF)\n"
+      "                    if j < kv_len and (not causal or j <= i):  # the mask, before the max\n"
+      "                        s = float32(0)\n"
+      "                        for c in range(D):\n"
+      "                            s += qr[c] * ks[jj, c]\n"
+      "                    sc[jj] = s\n"
+      "                    block_max = max(block_max, s)\n",
+      "                    s = float32(0)\n"
+      "                    for c in range(D):\n"
+      "                        s += qr[c] * ks[jj, c]\n"
+      "                    block_max = max(block_max, s)\n"
+      "                    if not (j < kv_len and (not causal or j <= i)):\n"
+      "                        s = float32(NEG_INF)\n"
+      "                    sc[jj] = s\n",
+      "mask applied after the max"),
+    M("fused attention", "c8a88f30", "lse[b, h, i] = m + math.log(ell)", "lse[b, h, i] = math.log(ell)",
+      "log-sum-exp without the max"),
+    M("fused attention", "c8a88f30", "(not causal or j <= i)", "(not causal or j < i)",
+      "causal mask without the diagonal"),
+    # ---- 04.5: the dQ kernel of the backward pass
+    M("attention backward, dQ", "b08de7e2", "ds = p * (dp - di)", "ds = p * dp", "D term missing"),
+    M("attention backward, dQ", "b08de7e2", "p = math.exp(s * scale - li)", "p = math.exp(s * scale)",
+      "P recomputed without the saved lse"),
+    M("attention backward, dQ", "b08de7e2", "(not causal or j <= i)", "(not causal or j < i)",
+      "causal mask without the diagonal"),
+    M("attention backward, dQ", "b08de7e2", "dqr[c] += ds * ks[jj, c]", "dqr[c] += ds * vs[jj, c]",
+      "dS times V, not K"),
     # ---- 05.1: int8 absmax and affine uint8 quantization
     M("int8 quantize", "cell-5", "v = round(x[i] / s)", "v = int(x[i] / s)", "truncated instead of rounded"),
     M("int8 quantize", "cell-5", "s = a / float32(127.0) if a > float32(0.0) else float32(1.0)",
@@ -492,6 +553,20 @@ MUTANTS = [
     M("FP8 encode", "5195844f", "eff = max(e, 1 - BIAS)", "eff = e", "no subnormals"),
     M("FP8 encode", "5195844f", "if shift >= 25:", "if shift >= 24:", "flushed to zero one binade early"),
     M("FP8 encode", "5195844f", "code = OVERFLOW_CODE", "code = MAX_CODE", "always saturating"),
+    # ---- 05.4: NVFP4 and MX block scales
+    M("NVFP4 quantize", "128a5cc5", "denom = fk.decode_value(s, *E4M3_DEC) * ts", "denom = m / float32(6)",
+      "elements divided by the scale before its E4M3 rounding"),
+    M("NVFP4 quantize", "128a5cc5", "ts = amax[0] / float32(2688)", "ts = float32(1)", "no tensor scale"),
+    M("NVFP4 quantize", "128a5cc5", "for offset in (1, 2, 4):", "for offset in (1, 2):",
+      "block amax over 8 elements, not 16"),
+    M("NVFP4 quantize", "128a5cc5", "    if ts == 0:\n        ts = float32(1)\n", "",
+      "all-zero tensor: tensor scale 0, not 1"),
+    M("MX scale", "aa9ee102", "int64(ex) - 1 - EMAX + 127", "int64(ex) - EMAX + 127",
+      "frexp's exponent taken as floor(log2): scale one binade up"),
+    M("MX scale", "aa9ee102", "int64(ex) - 1 - EMAX + 127", "int64(ex) - 1 + 127", "element format's emax left out"),
+    M("MX scale", "aa9ee102", "    if amax == 0:\n        return 0\n", "", "all-zero block not given code 0"),
+    M("MX scale", "aa9ee102", "return min(max(int64(ex) - 1 - EMAX + 127, 0), 254)",
+      "return min(int64(ex) - 1 - EMAX + 127, 254)", "scale code not clamped at 0"),
     # ---- 05.5: ternary weights, four 2-bit codes a byte
     M("ternary quantize", "cell-3", "byte |= (t & 3) << (2 * i)", "byte |= (t & 3) << (2 * (3 - i))",
       "first code in the highest bits"),
@@ -499,6 +574,23 @@ MUTANTS = [
       "truncated instead of rounded"),
     M("ternary quantize", "cell-3", "s = mean if mean > float32(0.0) else float32(1.0)", "s = mean",
       "all-zero weights divide by zero"),
+    # ---- 05.6: GEMMs on quantized data, DP4A and W4A8
+    M("int8 GEMM on DP4A", "cell-4", "for w in range(a32.shape[1]):", "for w in range(a32.shape[1] - 1):",
+      "last word of K skipped"),
+    M("int8 GEMM on DP4A", "cell-4", "acc = dp4a(a32[m, w], b32[n, w], acc)  # four",
+      "acc = dp4a(a32[m, w], b32[n, w], 0)  # four", "accumulator restarted every word"),
+    M("int8 GEMM on DP4A", "cell-4", "if m < c.shape[0] and n < c.shape[1]:",
+      "if m <= c.shape[0] and n < c.shape[1]:", "row bound <="),
+    M("int8 GEMM on DP4A", "cell-4", "n, m = cuda.grid(2)", "m, n = cuda.grid(2)", "x taken as the row"),
+    M("W4A8 GEMM", "cell-10",
+      "        even |= (even & uint32(0x08080808)) * uint32(30)  # sign-extend each byte's nibble\n"
+      "        odd |= (odd & uint32(0x08080808)) * uint32(30)\n", "", "no sign extension"),
+    M("W4A8 GEMM", "cell-10", "s = w_scales[n, w // GROUP_WORDS]", "s = w_scales[n, w // 128]",
+      "group of a value index, not of a word"),
+    M("W4A8 GEMM", "cell-10",
+      "byte_perm(x0, x1, EVEN_BYTES), int32(even), 0)\n                d = dp4a(byte_perm(x0, x1, ODD_BYTES)",
+      "byte_perm(x0, x1, ODD_BYTES), int32(even), 0)\n                d = dp4a(byte_perm(x0, x1, EVEN_BYTES)",
+      "activation bytes paired with the wrong nibbles"),
 ]
 
 

@@ -35,7 +35,7 @@ _SEED = re.compile(r"^\(inputs drawn with seed=.*\)$")
 def summary(error: BaseException) -> str:
     """The lines of a checker's message that the page quotes (see the module docstring)."""
     lines = [ln.rstrip() for ln in str(error).strip().splitlines() if not _SEED.match(ln.strip())]
-    hints = [ln for ln in lines[1:] if ln.lstrip().startswith("Hint:")]
+    hints = [ln for ln in lines[1:] if ln.lstrip().startswith(("Hint:", "Hint ("))]  # "Hint (name): ..." too
     kept = [lines[0]] + hints if hints else lines[:3]
     kind = type(error).__name__
     return f"{kind}: " + "\n".join(kept) if lines else kind

@@ -455,9 +455,12 @@ def check_epilogue(launch, epilogue: str, *, name=None, shapes=None, seed=None) 
         ref = ref_fn(p, bias64, c64, alpha, beta, gamma)
         pa = np.abs(a.astype(np.float64)) @ np.abs(b)
         mag = abs(alpha) * pa + abs(beta) * np.abs(c64) + abs(gamma) * np.abs(bias64) + pa + np.abs(bias64)
+        # The same wrong result means two mistakes: with an activation, f(AB) + bias; in the
+        # linear epilogue (no activation), a bias added without its gamma.
+        late_bias = ("the bias is added without gamma: the epilogue adds gamma * bias[col]." if "gamma" in epilogue
+                     else "the activation comes before the bias: f(AB) + bias; the bias goes inside, f(AB + bias).")
         mistakes = [("the bias is missing.", ref_fn(p, 0 * bias64, c64, alpha, beta, 0.0)),
-                    ("the activation comes before the bias: f(AB) + bias; the bias goes inside, f(AB + bias).",
-                     ref_fn(p, 0 * bias64, c64, alpha, beta, gamma) + bias64),
+                    (late_bias, ref_fn(p, 0 * bias64, c64, alpha, beta, gamma) + bias64),
                     ("alpha and beta are swapped: alpha scales A @ B, beta scales C.",
                      ref_fn(p, bias64, c64, beta, alpha, gamma)),
                     ("C is read at (col, row): the epilogue's C element is c_in[row, col].",

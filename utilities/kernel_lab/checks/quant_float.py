@@ -63,6 +63,12 @@ MISTAKES = {
                      "(bits 0-3) and element 2i+1 in the high nibble (bits 4-7).",
     "partial_block": "only the last, partial block is wrong: its amax must come from the elements that exist "
                      "(threads past the end contribute 0, and still take part in the shuffles).",
+    "scale_not_clamped": "the scale code must be clamped to 0..254: a block whose amax is below 2^(emax - 127) "
+                         "(tiny float32 values, subnormals) gives floor(log2(amax)) - emax + 127 < 0, which wraps "
+                         "around in a uint8; its code is 0 (the scale 2^-127).",
+    "zero_tensor": "a tensor of zeros has amax 0, so amax / 2688 is a tensor scale of 0 and (m / 6) / ts is "
+                   "0 / 0 = NaN: use a tensor scale of 1 when amax is 0 (every scale code is then 0, and the "
+                   "elements are zeros that keep their sign).",
 }
 SCALE_RULES = {
     "NVFP4": "the E4M3 block scale is amax_block / 6 / tensor_scale rounded to the NEAREST E4M3 value (ties to "
@@ -318,7 +324,12 @@ def _block_failure(kind, x, got_codes, got_scales, want_codes, want_scales, elem
                                            f"0x{int(got_scales[b]):02X}")
         diff = got_scales[i].astype(int) - want_scales[i].astype(int)
         rule = SCALE_RULES[kind]
-        if np.all(diff > 0):
+        amax_blocks = np.max(np.abs(MX._blocks(x, block)), axis=1)
+        if kind == "NVFP4" and not x.any():  # amax = 0: no scale to round, the tensor scale is the mistake
+            hints.append(_hint("zero_tensor"))
+        elif kind == "MX" and np.all((want_scales[i] == 0) & (amax_blocks[i] > 0)):  # the clamp at 0
+            hints.append(_hint("scale_not_clamped"))
+        elif np.all(diff > 0):
             hints.append(_hint("scale_rounded_up", rule=rule))
         elif np.all(diff < 0):
             hints.append(_hint("scale_rounded_down", rule=rule))
@@ -356,12 +367,17 @@ def _large(gpu, sim):
 def check_nvfp4_quantize(launch, *, name="NVFP4 quantize", seed=None) -> None:
     """``launch(packed, scales, x, amax)``: E2M1 codes packed two per byte (element 2i low), one E4M3
     scale code per 16 elements, from float32 ``x`` and the tensor's amax (a one-element float32
-    array); bit-exact with :func:`kernel_lab.quant.microscaling.nvfp4_quantize`."""
+    array); bit-exact with :func:`kernel_lab.quant.microscaling.nvfp4_quantize`. Besides the cases of
+    :func:`block_inputs`, a tensor of zeros (amax 0: the tensor scale is 1)."""
     require_callable(launch, "launch")
     seed = secrets.randbits(32) if seed is None else seed
     rng = np.random.default_rng(seed)
     cases = block_inputs(MX.NVFP4_BLOCK, rng, _large((1 << 22) + 37, 1001))
-    for label, x in cases:
+    # One more case, not counted in the line a correct kernel prints: a tensor of zeros (and -0), whose
+    # amax is 0, so its tensor scale amax / 2688 must be replaced by 1 (else 0 / 0 = NaN for every scale).
+    zeros = np.zeros(MX.NVFP4_BLOCK + 5, np.float32)
+    zeros[[1, 6, MX.NVFP4_BLOCK + 2]] = -0.0
+    for label, x in cases + [("all zeros", zeros)]:
         want_p, want_s, amax = MX.nvfp4_quantize(x)
         got_p, got_s = _run(launch, [_poison_u8(want_p.size), _poison_u8(want_s.size)],
                             [x, np.array([amax], np.float32)], name)
@@ -376,14 +392,19 @@ def check_nvfp4_quantize(launch, *, name="NVFP4 quantize", seed=None) -> None:
 def check_mx_quantize(launch, elements="E2M1", *, name=None, seed=None) -> None:
     """``launch(codes, scales, x)``: MXFP4 (``elements="E2M1"``, packed two per byte) or MXFP8
     (``"E4M3"``, one per byte), one E8M0 scale code per 32 elements; bit-exact with
-    :func:`kernel_lab.quant.microscaling.mx_quantize`."""
+    :func:`kernel_lab.quant.microscaling.mx_quantize`. Besides the cases of :func:`block_inputs`, blocks
+    of tiny values whose scale code clamps to 0."""
     require_callable(launch, "launch")
     elem = F.get_format(elements)
     name = name or ("MXFP4" if elem.name == "E2M1" else "MXFP8") + " quantize"
     seed = secrets.randbits(32) if seed is None else seed
     rng = np.random.default_rng(seed)
     cases = block_inputs(MX.MX_BLOCK, rng, _large((1 << 22) + 37, 1001))
-    for label, x in cases:
+    # One more case, not counted in the line a correct kernel prints: blocks so small (amax from 2^-120 down
+    # to subnormals) that floor(log2(amax)) - emax + 127 is negative, so the code must be clamped to 0.
+    tiny = rng.standard_normal(3 * MX.MX_BLOCK + 5) * np.repeat(np.exp2([-120.0, -128.0, -136.0, -146.0]),
+                                                                MX.MX_BLOCK)[: 3 * MX.MX_BLOCK + 5]
+    for label, x in cases + [("tiny blocks", tiny.astype(np.float32))]:
         want_c, want_s = MX.mx_quantize(x, elem.name)
         got_c, got_s = _run(launch, [_poison_u8(want_c.size), _poison_u8(want_s.size)], [x], name)
         failure = _block_failure("MX", x, got_c, got_s, want_c, want_s, elem, f"{name}, case {label}", seed,
