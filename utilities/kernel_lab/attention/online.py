@@ -140,6 +140,8 @@ BACKWARD_MISTAKES = {
     "p_without_lse": "P recomputed as exp(S) without subtracting the saved lse (P = exp(S - lse))",
     "scale_missing": "dQ and dK miss the softmax scale (dQ = scale * dS K, dK = scale * dS^T Q)",
     "mask_missing": "the backward pass does not apply the mask (causal or key padding) when it recomputes P",
+    "causal_off_by_one": "P recomputed with a causal mask that leaves out the diagonal (keys j < i, not j <= i)",
+    "ds_times_v": "dQ = scale * dS V: dQ needs the keys, dQ = scale * dS K",
 }
 
 
@@ -159,9 +161,13 @@ def backward_with_mistake(q, k, v, d_o, *, mistake: str, scale=None, kv_lens=Non
             p = np.where(mask & live, np.exp(scores(q, k, scale)), 0.0)
         elif mistake == "mask_missing":
             p = np.where(live, np.exp(scores(q, k, scale) - np.where(live, lse[..., None], 0.0)), 0.0)
+        elif mistake == "causal_off_by_one" and causal:  # not causal: nothing to get wrong, P is right
+            diagonal = np.eye(q.shape[2], k.shape[2], dtype=bool)
+            p = np.where(~diagonal, p, 0.0)
     d_v = np.einsum("bhij,bhid->bhjd", p, d_o)
     d_p = np.einsum("bhid,bhjd->bhij", d_o, v)
     delta = 0.0 if mistake == "delta_missing" else np.sum(d_o * o, axis=-1, keepdims=True)
     d_s = p * (d_p - delta)
     sc = 1.0 if mistake == "scale_missing" else scale
-    return sc * np.einsum("bhij,bhjd->bhid", d_s, k), sc * np.einsum("bhij,bhid->bhjd", d_s, q), d_v
+    d_q = sc * np.einsum("bhij,bhjd->bhid", d_s, v if mistake == "ds_times_v" else k)
+    return d_q, sc * np.einsum("bhij,bhid->bhjd", d_s, q), d_v

@@ -69,6 +69,9 @@ MESSAGES = {
     "scale_missing": "dQ and dK must be multiplied by the softmax scale (the scores were scale * Q K^T)",
     "backward_mask_missing": "the backward pass must apply the same mask as the forward (causal, key padding) "
                              "when it recomputes P",
+    "backward_causal_off_by_one": "the backward pass's causal mask is off by one: when it recomputes P, query i "
+                                  "sees keys j <= i, its own key included",
+    "ds_times_v": "dQ was computed from V: dQ = scale * dS K (the keys), as the scores were scale * Q K^T",
 }
 
 _FORWARD_VARIANTS = {  # online.MISTAKES -> message
@@ -81,7 +84,8 @@ _FORWARD_VARIANTS = {  # online.MISTAKES -> message
 _SOFTMAX_VARIANTS = {"max_not_subtracted": "max_not_subtracted", "normaliser_stale_max": "normaliser_wrong_max",
                      "lse_without_max": "lse_wrong", "lse_log2": "lse_wrong"}
 _BACKWARD_VARIANTS = {"delta_missing": "delta_missing", "p_without_lse": "p_without_lse",
-                      "scale_missing": "scale_missing", "mask_missing": "backward_mask_missing"}
+                      "scale_missing": "scale_missing", "mask_missing": "backward_mask_missing",
+                      "causal_off_by_one": "backward_causal_off_by_one", "ds_times_v": "ds_times_v"}
 
 
 def _device(*arrays):
