@@ -550,6 +550,7 @@ def _build_pipeline_kernel(cfg: PipelineConfig, epilogue: _epilogues.Epilogue):
     from numba import cuda
 
     nd, ndc = _nvmath()
+    from nvmath.device import make_tensor
     from nvmath.device.cublasdx import MAX_ALIGNMENT
     from nvmath.device.cublasdx_numba import pipeline_extensions
 
@@ -557,8 +558,6 @@ def _build_pipeline_kernel(cfg: PipelineConfig, epilogue: _epilogues.Epilogue):
                    data_type="real", arrangement=("row_major", "col_major", "row_major"),
                    alignment=MAX_ALIGNMENT, execution="Block", block_size=cfg.threads,
                    with_pipeline=True, enable_input_streaming=True, static_block_dim=True)
-    from nvmath.device import make_tensor
-
     TM, TN = cfg.tile_m, cfg.tile_n
     TWO_TM = 2 * TM
     NT = cfg.threads
@@ -566,19 +565,43 @@ def _build_pipeline_kernel(cfg: PipelineConfig, epilogue: _epilogues.Epilogue):
     prepare, store, finish = epilogue.device_functions()
     # Whole tiles of an element-wise epilogue that keeps the accumulator's dtype take the fast
     # path: the fragment is transformed in registers, then cuBLASDx stores the tile (16-byte
-    # stores, rows ``n`` apart: n must be a multiple of VEC). The element-by-element path below
-    # stores 4 bytes at a time at coordinates computed per element, and cost the int8 GEMM more
-    # than half its time at 8192^3 on an H100 (scripts/probes/pipeline_epilogue.py).
+    # stores, rows ``n`` apart: n must be a multiple of VEC). The element-by-element path stores
+    # 4 bytes at a time at coordinates computed per element, and cost the int8 GEMM more than
+    # half its time at 8192^3 on an H100 (scripts/probes/pipeline_epilogue.py). Edge tiles, and
+    # epilogues without an element-wise form (row statistics, another output dtype), keep it.
     acc_np = np.int32 if cfg.precision == "int8" else np.float32
     same_dtype = epilogue.out_dtype == "accumulator" or np.dtype(epilogue.out_dtype) == np.dtype(acc_np)
     value = epilogue.value_function() if same_dtype and not epilogue.row_stats else None
-    FAST = value is not None
     COPY_ONLY = epilogue.name == "identity"
     VEC = 16 // np.dtype(acc_np).itemsize
-    if value is None:  # a stand-in, never called: the fast branch is compiled out
+
+    @cuda.jit(device=True, inline="always")
+    def store_elements(acc, frag, out, stats, args, m, n, row0, col0, tid):
+        active = acc.is_thread_active()
+        if active:
+            for i in range(frag.layout.size):
+                lr, lc = acc.map_fragment_index(i)
+                if row0 + lr < m and col0 + lc < n:
+                    prepare(lr, frag[i], stats, args)
+        cuda.syncthreads()
+        if active:
+            for i in range(frag.layout.size):
+                lr, lc = acc.map_fragment_index(i)
+                if row0 + lr < m and col0 + lc < n:
+                    store(out, 0, row0 + lr, col0 + lc, lr, frag[i], stats, args)
+        cuda.syncthreads()
+        finish(stats, 0, row0, cuda.blockIdx.y, tid, m, args)
+
+    if value is None:
+        store_whole_tile = store_elements  # chosen here, so the kernel never types the fast path
+    else:
         @cuda.jit(device=True, inline="always")
-        def value(v, row, col, args):
-            return v
+        def store_whole_tile(acc, frag, out, stats, args, m, n, row0, col0, tid):
+            if not COPY_ONLY:
+                for i in range(frag.layout.size):
+                    lr, lc = acc.map_fragment_index(i)
+                    frag[i] = acc_np(value(frag[i], row0 + lr, col0 + lc, args))
+            acc.partition_and_copy(frag, make_tensor(out[0, row0:row0 + TM, col0:col0 + TN], MM.get_layout_gmem_c(n)))
 
     def kernel(out, m, n, args, device_pipeline):
         smem = cuda.shared.array(shape=(0,), dtype=np.int8, alignment=device_pipeline.buffer_alignment)
@@ -594,27 +617,10 @@ def _build_pipeline_kernel(cfg: PipelineConfig, epilogue: _epilogues.Epilogue):
         acc = MM.suggest_accumulator()
         tile.execute(acc)
         frag = acc.get_results()
-        if FAST and row0 + TM <= m and col0 + TN <= n and n % VEC == 0:  # the same for the whole block
-            if not COPY_ONLY:
-                for i in range(frag.layout.size):
-                    lr, lc = acc.map_fragment_index(i)
-                    frag[i] = acc_np(value(frag[i], row0 + lr, col0 + lc, args))
-            acc.partition_and_copy(frag, make_tensor(out[0, row0:row0 + TM, col0:col0 + TN], MM.get_layout_gmem_c(n)))
+        if row0 + TM <= m and col0 + TN <= n and n % VEC == 0:  # the same for the whole block
+            store_whole_tile(acc, frag, out, stats, args, m, n, row0, col0, tid)
         else:
-            active = acc.is_thread_active()
-            if active:
-                for i in range(frag.layout.size):
-                    lr, lc = acc.map_fragment_index(i)
-                    if row0 + lr < m and col0 + lc < n:
-                        prepare(lr, frag[i], stats, args)
-            cuda.syncthreads()
-            if active:
-                for i in range(frag.layout.size):
-                    lr, lc = acc.map_fragment_index(i)
-                    if row0 + lr < m and col0 + lc < n:
-                        store(out, 0, row0 + lr, col0 + lc, lr, frag[i], stats, args)
-            cuda.syncthreads()
-            finish(stats, 0, row0, cuda.blockIdx.y, tid, m, args)
+            store_elements(acc, frag, out, stats, args, m, n, row0, col0, tid)
         tile._del()
 
     return MM, cuda.jit(kernel, extensions=pipeline_extensions, launch_bounds=(NT, 1))
