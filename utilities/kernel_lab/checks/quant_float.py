@@ -66,6 +66,8 @@ MISTAKES = {
     "scale_not_clamped": "the scale code must be clamped to 0..254: a block whose amax is below 2^(emax - 127) "
                          "(tiny float32 values, subnormals) gives floor(log2(amax)) - emax + 127 < 0, which wraps "
                          "around in a uint8; its code is 0 (the scale 2^-127).",
+    "zero_block": "only all-zero blocks have a wrong scale: their amax is 0 and log2(0) is -inf, so handle "
+                  "amax == 0 first and give such a block the scale code 0 (its elements are zeros anyway).",
     "zero_tensor": "a tensor of zeros has amax 0, so amax / 2688 is a tensor scale of 0 and (m / 6) / ts is "
                    "0 / 0 = NaN: use a tensor scale of 1 when amax is 0 (every scale code is then 0, and the "
                    "elements are zeros that keep their sign).",
@@ -329,6 +331,8 @@ def _block_failure(kind, x, got_codes, got_scales, want_codes, want_scales, elem
             hints.append(_hint("zero_tensor"))
         elif kind == "MX" and np.all((want_scales[i] == 0) & (amax_blocks[i] > 0)):  # the clamp at 0
             hints.append(_hint("scale_not_clamped"))
+        elif kind == "MX" and np.all(amax_blocks[i] == 0):  # log2(0): no rounding rule applies
+            hints.append(_hint("zero_block"))
         elif np.all(diff > 0):
             hints.append(_hint("scale_rounded_up", rule=rule))
         elif np.all(diff < 0):
