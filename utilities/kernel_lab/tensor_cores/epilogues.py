@@ -105,14 +105,14 @@ def identity() -> Epilogue:
 
         return _noop_prepare(), store, _noop_finish()
 
-    def value():
+    def elementwise():
         @cuda.jit(device=True, inline="always")
         def value(v, row, col, args):
             return v
 
         return value
 
-    return Epilogue("identity", build, "accumulator", elementwise=value)
+    return Epilogue("identity", build, "accumulator", elementwise=elementwise)
 
 
 def linear() -> Epilogue:
