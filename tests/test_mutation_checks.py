@@ -1,4 +1,4 @@
-"""Mutation test of the checks of modules 00 to 05: every mutant of a solution kernel is caught.
+"""Mutation test of the checks of modules 00 to 05 and 07: every mutant of a solution kernel is caught.
 
 A check that passes a wrong kernel teaches the wrong thing. Each mutant below is one small, wrong
 edit (a text substitution) of a kernel or launcher in a solution notebook: a bound moved by one, a
@@ -60,6 +60,9 @@ NB053 = "solutions/05-quantization/05.3-fp8-e4m3-e5m2.ipynb"
 NB054 = "solutions/05-quantization/05.4-nvfp4-and-mx.ipynb"
 NB055 = "solutions/05-quantization/05.5-ternary.ipynb"
 NB056 = "solutions/05-quantization/05.6-quantized-gemms.ipynb"
+NB071 = "solutions/07-fp64-emulation/07.1-the-idea-in-numpy.ipynb"
+NB072 = "solutions/07-fp64-emulation/07.2-slicing-on-the-gpu.ipynb"
+NB076 = "solutions/07-fp64-emulation/07.6-beyond.ipynb"
 
 # A program is the list of a notebook's cells that define one kernel and check it, in notebook
 # order. "id:defs" runs only the cell's definitions (functions, constants, imports); "id" runs the
@@ -127,6 +130,12 @@ PROGRAMS = {
     "ternary quantize": (NB055, ["cell-1:defs", "cell-3"]),
     "int8 GEMM on DP4A": (NB056, ["cell-1:defs", "cell-4"]),
     "W4A8 GEMM": (NB056, ["cell-1:defs", "cell-10"]),
+    "Ozaki split_rows": (NB071, ["26009a85:defs", "48318c96", "f256450b"]),
+    "Ozaki reconstruct": (NB071, ["26009a85:defs", "9de813dd", "1c2d0be2"]),
+    "Ozaki row exponents": (NB072, ["3fcbc5bc:defs", "a9edb7e6"]),
+    "Ozaki slice_rows": (NB072, ["3fcbc5bc:defs", "8bc65df9"]),
+    "symmetric residues": (NB076, ["82846d38:defs", "233cf6be"]),
+    "CRT": (NB076, ["82846d38:defs", "21d88ceb"]),
 }
 
 
@@ -591,6 +600,45 @@ MUTANTS = [
       "byte_perm(x0, x1, EVEN_BYTES), int32(even), 0)\n                d = dp4a(byte_perm(x0, x1, ODD_BYTES)",
       "byte_perm(x0, x1, ODD_BYTES), int32(even), 0)\n                d = dp4a(byte_perm(x0, x1, EVEN_BYTES)",
       "activation bytes paired with the wrong nibbles"),
+    # ---- 07.1: the Ozaki scheme in NumPy, slicing by rows and the reconstruction
+    M("Ozaki split_rows", "48318c96", "big = np.rint(np.ldexp(", "big = np.trunc(np.ldexp(",
+      "truncated instead of rounded"),
+    M("Ozaki split_rows", "48318c96", "np.ldexp(x, (p - e)[:, None])", "np.ldexp(x, (p - e[::-1])[:, None])",
+      "exponent of another row"),
+    M("Ozaki split_rows", "48318c96", "p = 8 * slices - 2\n    e = np.frexp", "p = 8 * slices - 1\n    e = np.frexp",
+      "no bit left for the carry"),
+    M("Ozaki split_rows", "48318c96", "big = (big - low) >> 8", "big = (big - low) >> 7",
+      "slices overlap by one bit"),
+    M("Ozaki reconstruct", "9de813dd", "for d in range(s - 1, -1, -1):", "for d in range(s):",
+      "most significant diagonal first"),
+    M("Ozaki reconstruct", "9de813dd", "for d in range(s - 1, -1, -1):", "for d in range(s - 2, -1, -1):",
+      "least significant diagonal dropped"),
+    M("Ozaki reconstruct", "9de813dd", "shift - 12 - 8 * d)", "shift - 12 - 8 * (s - 1 - d))",
+      "diagonals weighted in reverse order of significance"),
+    M("Ozaki reconstruct", "9de813dd", "out = x if beta == 0 else x + beta * c", "out = x + beta * c",
+      "C read when beta is 0"),
+    # ---- 07.2: the row exponents and the slicer as kernels
+    M("Ozaki row exponents", "a9edb7e6", "e[row] = math.frexp(best[0])[1] if", "e[row] = math.frexp(best[0])[1] - 1 if",
+      "exponent as floor(log2), not frexp's"),
+    M("Ozaki row exponents", "a9edb7e6", "            odd[tid] = max(odd[tid], odd[tid + half])\n", "",
+      "Inf/NaN flags not reduced"),
+    M("Ozaki row exponents", "a9edb7e6", "for j in range(tid, a.shape[1], THREADS):",
+      "for j in range(tid, a.shape[1] - 1, THREADS):", "last column left out"),
+    M("Ozaki slice_rows", "8bc65df9", "big = round(math.ldexp(x, P - e[row]))", "big = int(math.ldexp(x, P - e[row]))",
+      "truncated instead of rounded"),
+    M("Ozaki slice_rows", "8bc65df9", "if row < digits.shape[1] and col < digits.shape[2]:",
+      "if row < a.shape[0] and col < a.shape[1]:", "padding of the tiles not zeroed"),
+    M("Ozaki slice_rows", "8bc65df9", "        if row < a.shape[0] and col < a.shape[1]:\n            x = a[row, col]",
+      "        if row < a.shape[0] and col <= a.shape[1]:\n            x = a[row, col]", "read bound <="),
+    # ---- 07.6: Ozaki scheme II, symmetric residues and the Chinese remainder theorem
+    M("symmetric residues", "233cf6be", "h = m // 2", "h = (m - 1) // 2", "range shifted up by one for even m"),
+    M("symmetric residues", "233cf6be", "return (x + h) % m - h", "return x % m", "remainders not centred"),
+    M("symmetric residues", "233cf6be", "return (x + h) % m - h", "return np.fmod(x + h, m) - h",
+      "truncating remainder (fmod) for negatives"),
+    M("CRT", "21d88ceb", "    if x >= big_m - big_m // 2:\n        x -= big_m\n", "",
+      "result not brought into [-M/2, M/2)"),
+    M("CRT", "21d88ceb", " * pow(big_m // m, -1, m)", "", "no modular inverse"),
+    M("CRT", "21d88ceb", "zip(r, moduli)) % big_m", "zip(r, moduli))", "sum not reduced modulo M"),
 ]
 
 
