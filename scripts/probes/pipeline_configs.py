@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """How far module 06's pipeline GEMM gets with module 07's tile configuration (issue 10's speed goals).
 
-    PYTHONPATH=utilities python3 scripts/probes/pipeline_configs.py [--sizes 4096 8192] [CONFIG ...]
+    PYTHONPATH=utilities python3 scripts/probes/pipeline_configs.py [CONFIG ...] [--sizes 4096 8192]
 
-CONFIG is ``precision:tile_m,tile_n,tile_k,threads,depth`` (e.g. ``int8:128,256,128,256,3``). Every
+CONFIG is ``precision:tile_m,tile_n,tile_k,threads,depth`` (before ``--sizes``, which takes every number after it) (e.g. ``int8:128,256,128,256,3``). Every
 (configuration, size) pair is compiled first, side by side in worker processes (code generation is
 CPU work: the pool fills the code-generation and cubin caches), then each is checked against the
 library and timed (CUDA events, L2 flushed, median) beside its peer in the same process: cuBLASLt's
@@ -26,16 +26,16 @@ Python float constants) costs 220-240 us, next to 8 us for cuBLASLt's. 8192^3 di
 """
 
 import argparse
-import os
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "utilities"))
+
+from two_phase import compile_side_by_side  # noqa: E402  (this folder: scripts/probes)
 
 DEFAULT = ["int8:128,128,64,128,3", "int8:128,256,128,256,3",
            "float16:128,128,64,256,2", "float16:128,256,64,256,3", "float16:256,128,64,256,3"]
@@ -67,15 +67,8 @@ def main():
     cfgs = [parse(c) for c in args.configs]
     specs = [(c, ep, "matrix", (n, n, n)) for n in args.sizes for c in cfgs
              for ep in (("identity", "bias_gelu") if c["precision"] == "float16" else ("identity",))]
-    t0 = time.perf_counter()
-    workers = max(1, min(len(specs), (os.cpu_count() or 2) - 1))
-    import multiprocessing as mp
-
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-        for spec, seconds, error in pool.map(gemm._precompile_worker, specs):
-            print(f"compiled {PipelineConfig(**spec[0]).label()} at {spec[3][0]}^3 in {seconds:.0f} s"
-                  + (f"  FAILED: {error}" if error else ""), flush=True)
-    print(f"all compiled in {time.perf_counter() - t0:.0f} s", flush=True)
+    compile_side_by_side(gemm._precompile_worker, specs,
+                         lambda spec: f"{PipelineConfig(**spec[0]).label()} {spec[1]} at {spec[3][0]}^3")
 
     def median(fn):
         return statistics.median(time_ms(fn, warmup=3, repeat=args.repeat))

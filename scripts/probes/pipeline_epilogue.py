@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where module 06's pipeline GEMM loses to the library: the epilogue (issue 10's speed goals).
 
-    PYTHONPATH=utilities python3 scripts/probes/pipeline_epilogue.py [--sizes 4096 8192] [CONFIG ...]
+    PYTHONPATH=utilities python3 scripts/probes/pipeline_epilogue.py [CONFIG ...] [--sizes 4096 8192]
 
 scripts/probes/pipeline_configs.py measured (H100, 2026-11-26) the package's int8 pipeline with module
 07's tiles (128x256x128, two warpgroups, depth 3) at 0.42x cuBLASLt at 8192^3, where module 07's
@@ -24,7 +24,7 @@ package now transforms the fragment in place instead). ``none`` ran at 1.5x the 
 than the tensor cores' peak: with nothing stored the compiler drops work, so it bounds nothing.
 The package adopted ``copy`` (``Epilogue.elementwise``).
 
-CONFIG is ``precision:tile_m,tile_n,tile_k,threads,depth``. Every (variant, configuration, size) is
+CONFIG is ``precision:tile_m,tile_n,tile_k,threads,depth`` (before ``--sizes``, which takes every number after it). Every (variant, configuration, size) is
 compiled first in worker processes (filling the code-generation and cubin caches), then checked and
 timed (CUDA events, L2 flushed, median) beside cuBLASLt int8 (nvmath-python) or cuBLAS fp16 (CuPy).
 """
@@ -34,12 +34,13 @@ import os
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "utilities"))
+
+from two_phase import compile_side_by_side  # noqa: E402  (this folder: scripts/probes)
 
 DEFAULT = ["int8:128,256,128,256,3", "float16:128,256,64,256,3"]
 VARIANTS = ("package", "copy", "bias", "none")
@@ -152,15 +153,7 @@ def main():
     codegen_cache.enable(quiet=True)
     cfgs = [parse(c) for c in args.configs]
     specs = [(c, v, n) for n in args.sizes for c in cfgs for v in args.variants]
-    t0 = time.perf_counter()
-    import multiprocessing as mp
-
-    with ProcessPoolExecutor(max_workers=max(1, min(len(specs), (os.cpu_count() or 2) - 1)),
-                             mp_context=mp.get_context("spawn")) as pool:
-        for (c, v, n), seconds, error in pool.map(worker, specs):
-            print(f"compiled {v:8s} {PipelineConfig(**c).label()} at {n}^3 in {seconds:.0f} s"
-                  + (f"  FAILED: {error}" if error else ""), flush=True)
-    print(f"all compiled in {time.perf_counter() - t0:.0f} s", flush=True)
+    compile_side_by_side(worker, specs, lambda spec: f"{spec[1]:8s} {PipelineConfig(**spec[0]).label()} at {spec[2]}^3")
 
     def median(fn):
         return statistics.median(time_ms(fn, warmup=3, repeat=args.repeat))

@@ -38,26 +38,8 @@ OLD_LOOP = ("128x64 tm8, <=168 regs", "k8 (128x128x16, 256 thr)")
 
 
 def old_main_loop(cfg):
-    p = sgemm.warptile_parts(cfg)
-    fetch, stash, compute_stage, XBK = p.fetch, p.stash, p.compute_stage, cfg.bk
-
-    @cuda.jit(device=True, inline="always")
-    def main_loop(a, b, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, col0, m, n, kk, t, wr, wc, tr, tc, fast):
-        fetch(a, b, ra, rb, row0, col0, 0, m, n, kk, t, fast)
-        stash(a_t, b_t, 0, ra, rb, t)
-        cuda.syncthreads()
-        s = 0
-        for k0 in range(0, kk, XBK):
-            more = k0 + XBK < kk
-            if more:
-                fetch(a, b, ra, rb, row0, col0, k0 + XBK, m, n, kk, t, fast)
-            compute_stage(a_t, b_t, s, acc, a_reg, b_reg, wr, wc, tr, tc)
-            if more:
-                stash(a_t, b_t, 1 - s, ra, rb, t)
-            cuda.syncthreads()
-            s = 1 - s
-
-    return main_loop
+    """Kernel 8's loop (02.3): one tile per trip, the stage a variable."""
+    return sgemm.warptile_parts(cfg).main_loop_one
 
 
 LAUNCHERS = {name: sgemm.warptile_launcher(cfg) for name, cfg in CANDIDATES.items()}

@@ -1,5 +1,8 @@
-"""The harness of the module-07 probes that compare kernel variants: compile every variant at once,
-then time them one at a time.
+"""The harness of the probes that compare kernel variants: compile every variant at once, then time
+them one at a time.
+
+For module 06's pipeline probes, :func:`compile_side_by_side` compiles in a pool of worker processes
+(the caches on disk then serve the timing process).
 
 Phase 1 starts one process per variant with ``--compile-only`` (compiling is CPU work, side by side
 it costs the slowest job and fills the on-disk caches); phase 2 runs each variant again, alone, in a
@@ -34,3 +37,18 @@ def compile_then_time(script: str, specs: list[str], n: int) -> None:
     for s in specs:
         run([s], "timed:")
     print(f"[{time.perf_counter() - t0:.0f} s]", flush=True)
+
+
+def compile_side_by_side(worker, specs, describe) -> None:
+    """Run ``worker(spec) -> (spec, seconds, error or None)`` for every spec in spawned worker
+    processes (a module-level function, so it can be pickled), printing ``describe(spec)`` per job."""
+    import multiprocessing as mp
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    t0 = time.perf_counter()
+    workers = max(1, min(len(specs), (os.cpu_count() or 2) - 1))
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+        for spec, seconds, error in pool.map(worker, specs):
+            print(f"compiled {describe(spec)} in {seconds:.0f} s" + (f"  FAILED: {error}" if error else ""), flush=True)
+    print(f"all compiled in {time.perf_counter() - t0:.0f} s", flush=True)
