@@ -426,7 +426,7 @@ def case_pipeline(prec, depth=3, epilogue_name="identity"):
     from kernel_lab.tensor_cores import epilogues, gemm, references as ref
     from kernel_lab.tensor_cores.configs import PipelineConfig
 
-    cfg = PipelineConfig(128, 128, 64 if prec == "int8" else 32, 128, prec, depth)
+    cfg = PipelineConfig(128, 256, 128 if prec == "int8" else 64, 256, prec, depth)  # 06.1's pipelines
     kernel = gemm.PipelineGemm(cfg, epilogues.by_name(epilogue_name, cfg.tile_m))
     dt = np.int8 if prec == "int8" else np.float16
 

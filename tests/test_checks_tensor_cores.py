@@ -35,11 +35,16 @@ def fails(check, fn, *words):
 
 # --- bias + GELU ----------------------------------------------------------------------------------
 
+H, ONE, C3, K0_32 = np.float32(0.5), np.float32(1.0), np.float32(0.044715), np.float32(math.sqrt(2.0 / math.pi))
+
+
 def gelu_fn(form):
     @cuda.jit(device=True)
     def f(value, bias):
         x = value + bias
         if form == "right":
+            return H * x * (ONE + math.tanh(K0_32 * (x + C3 * x * x * x)))
+        if form == "float64":  # right values, Python float constants: float64 arithmetic
             return 0.5 * x * (1.0 + math.tanh(K0 * (x + 0.044715 * x * x * x)))
         if form == "no bias":
             return 0.5 * value * (1.0 + math.tanh(K0 * (value + 0.044715 * value * value * value)))
@@ -62,7 +67,7 @@ def test_bias_gelu_right_passes(capsys):
 
 @pytest.mark.parametrize("form,words", [("no bias", "bias is missing"), ("bias after", "after the activation"),
                                         ("erf", "erf"), ("no half", "1/2"), ("no cubic", "cubic"),
-                                        ("relu", "ReLU")])
+                                        ("relu", "ReLU"), ("float64", "float64 result")])
 def test_bias_gelu_names_mistakes(form, words):
     fails(checks.check_bias_gelu, gelu_fn(form), words)
 

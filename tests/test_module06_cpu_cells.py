@@ -89,7 +89,8 @@ def test_course_stubs_are_reported_not_done(path):
 # must reject (CheckFailed, or an error the simulator raises inside the harness).
 MUTANTS = {
     "06.2": [("x = value + bias", "x = value"),
-             ("return 0.5 * x * (1.0 +", "return x * (1.0 +"),
+             ("return HALF * x * (ONE +", "return x * (ONE +"),
+             ("return HALF * x * (ONE +", "return 0.5 * x * (ONE +"),  # float64 from a Python float
              ("math.floor(mul_rn(float(acc), float(scale)) + 0.5)", "math.floor(float(acc) * float(scale) + 0.5)"),
              ("math.floor(mul_rn(float(acc), float(scale)) + 0.5)", "round(mul_rn(float(acc), float(scale)))"),
              ("return int(min(max(q, -128.0), 127.0))", "return int(q)"),

@@ -67,11 +67,35 @@ def test_catalogue_holds_the_notebooks_kernels():
     jobs = warm.catalogue()
     labels = [j.label() for j in jobs]
     # 06.1's two pipeline GEMMs at its check shape, 06.2's fused GELU, 07's fused kernel at 8192^3
-    assert "06 pipeline identity [128,128,64,128,int8,3] 300x333x200" in labels
-    assert "06 pipeline identity [128,128,32,128,float16,3] 300x333x200" in labels
-    assert "06 pipeline bias_gelu [128,128,32,128,float16,3] 4096x4096x4096" in labels
+    assert "06 pipeline identity [128,256,128,256,int8,3] 300x333x200" in labels
+    assert "06 pipeline identity [128,256,64,256,float16,3] 300x333x200" in labels
+    assert "06 pipeline bias_gelu [128,256,64,256,float16,3] 4096x4096x4096" in labels
     assert "07 ozaki fused [128,256,128,256,3] 8192x8192x8192" in labels
     assert len(set(jobs)) == len(jobs), "a job listed twice would be compiled twice"
+
+
+def test_catalogue_follows_the_notebooks_pipeline_configs():
+    """Every PipelineConfig(...) that 06.1 and 06.2 build is in the warm-up's catalogue, so a
+    notebook whose tiles change cannot leave the shipped cache cold (a learner would wait minutes)."""
+    import ast
+    import json
+
+    from kernel_lab.tensor_cores.configs import PipelineConfig
+
+    root = Path(__file__).resolve().parents[1] / "solutions" / "06-tensor-cores"
+    configs = set()
+    for name in ("06.1-tensor-core-gemm.ipynb", "06.2-fused-epilogues.ipynb"):
+        for cell in json.loads((root / name).read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            for node in ast.walk(ast.parse("".join(cell["source"]))):
+                if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "PipelineConfig":
+                    args = [ast.literal_eval(a) for a in node.args]
+                    kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+                    configs.add(PipelineConfig(*args, **kwargs))
+    assert len(configs) == 2, configs  # 06.1's int8 and fp16 pipelines; 06.2 reuses the fp16 one
+    in_catalogue = {PipelineConfig(**dict(job.config)) for job in warm.catalogue(["06"]) if job.kind == "pipeline"}
+    assert configs <= in_catalogue, configs - in_catalogue
 
 
 def test_list_prints_jobs_without_compiling(capsys):

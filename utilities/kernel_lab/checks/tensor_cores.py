@@ -8,7 +8,7 @@ the CUDA simulator on a CPU, or on the GPU), compares with a float64 NumPy refer
 deterministic line on success and raises :class:`kernel_lab.CheckFailed` naming the mistake:
 
 * :func:`check_bias_gelu`: ``fn(value, bias)``; names a missing bias, the erf GELU, a missing 1/2
-  or cubic term, the activation before the bias;
+  or cubic term, the activation before the bias, float64 arithmetic from Python float constants;
 * :func:`check_quantize`: ``fn(acc, scale, zero_point)``; names one fused multiply-add (a product
   not rounded before the +0.5), round half to even or away from zero, truncation toward zero,
   float32 arithmetic, a missing clamp;
@@ -74,6 +74,28 @@ def _launch(name, kernel, grid, block, *args):
         if "NoneType" in full or ", none" in full or "(none" in full or isinstance(exc, NotImplementedError):
             raise CheckFailed(f"{name}: the exercise is not done yet (the function returns nothing: {text})") from None
         raise CheckFailed(f"{name}: the device function raised {text}") from exc
+
+
+def _float64_inside(fn, n_args: int) -> bool:
+    """Whether ``fn`` returns a float64 when every argument is a float32.
+
+    Numba types a Python float constant (``0.5``, ``math.sqrt(2 / math.pi)``) as float64, and one
+    such constant turns the rest of the expression, ``tanh`` included, into float64 arithmetic: half
+    the speed of float32 on an H100, a sixty-fourth on most other GPUs. Typing needs no GPU: the
+    function's Python source is typed with ``numba.njit`` on the CPU. A function that typing cannot
+    handle (it calls CUDA intrinsics) is given the benefit of the doubt."""
+    import numba
+    from numba import types
+
+    py_func = getattr(fn, "py_func", None)
+    if py_func is None:
+        return False
+    try:
+        dispatcher = numba.njit(py_func)
+        dispatcher.compile((types.float32,) * n_args)
+        return dispatcher.nopython_signatures[0].return_type == types.float64
+    except Exception:  # noqa: BLE001 - untypable on the CPU: nothing to say
+        return False
 
 
 def _close(got, want, rtol, atol):
@@ -147,8 +169,15 @@ def check_bias_gelu(fn, *, name: str = "bias + GELU epilogue", seed: int = 0) ->
     want = _gelu_tanh(x)
     rtol, atol = 2e-5, 2e-6 * (1.0 + np.abs(x))
     if _close(got, want, rtol, atol):
+        if _float64_inside(fn, 2):
+            raise CheckFailed(
+                f"{name}: the values are right, but float32 inputs give a float64 result. A Python float "
+                f"constant (0.5, 1.0, 0.044715, math.sqrt(2 / math.pi)) is a float64 to Numba, and it turns "
+                f"the whole GELU, tanh included, into float64 arithmetic: half of float32's speed on an "
+                f"H100, a sixty-fourth on most other GPUs, for every element of the output. Use the "
+                f"float32 constants of the cell (HALF, ONE, CUBIC, SQRT_2_OVER_PI) or np.float32(...)")
         progress.passed(name)
-        print(f"{name}: correct ({m * n} values, x from {x.min():.1f} to {x.max():.1f})")
+        print(f"{name}: correct ({m * n} values, x from {x.min():.1f} to {x.max():.1f}, float32 throughout)")
         return
     _diagnose(name, got, want, [
         ("the bias is missing: the activation applies to value + bias", _gelu_tanh(a64)),
