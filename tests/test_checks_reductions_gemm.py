@@ -359,3 +359,71 @@ def test_gemm_register_block_indexing_is_named():
 
     with pytest.raises(CheckFailed, match="register-block indexing"):
         checks.check_gemm(launch, tiles=(BM4, BN4, BK4), shapes=[("aligned", (2 * BM4, 2 * BN4, 2 * BK4))], seed=12)
+
+
+# --- 02.4: the FMA-rate kernel ------------------------------------------------------------------
+
+def _fma_factory(mistake=None):
+    """02.4's fma_chains, right or with one classic mistake."""
+
+    def make(T):
+        @cuda.jit
+        def fma_chains(out, iterations):
+            if mistake == "stub":
+                return
+            x = T(cuda.grid(1) if mistake == "grid" else cuda.threadIdx.x) * T(1e-3)
+            a0, a1, a2, a3 = x, x + T(1), x + T(2), x + T(3)
+            a4, a5, a6, a7 = x + T(4), x + T(5), x + T(6), x + T(7)
+            m, c = T(0.999), T(1e-4)
+            trips = iterations + 1 if mistake == "one more" else iterations
+            for _ in range(trips):
+                a0 = a0 * m + c
+                a1 = a1 * m + c
+                a2 = a2 * m + c
+                a3 = a3 * m + c
+                a4 = a4 * m + c
+                a5 = a5 * m + c
+                a6 = a6 * m + c
+                if mistake != "seven":
+                    a7 = a7 * m + c
+            total = a0 + a1 + a2 + a3 + a4 + a5 + a6 + (T(0) if mistake == "seven" else a7)
+            if mistake == "half written" and cuda.threadIdx.x % 2:
+                return
+            out[cuda.grid(1)] = total
+
+        return fma_chains
+
+    return make
+
+
+def test_fma_chains_right_passes_silently(capsys):
+    checks.check_fma_chains(_fma_factory())
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("mistake,words", [("stub", "not done"), ("half written", "never written"),
+                                           ("seven", "only 7 of the 8 chains"), ("one more", "runs 6 times"),
+                                           ("grid", "start from cuda.grid(1)")])
+def test_fma_chains_names_each_mistake(mistake, words):
+    with pytest.raises(CheckFailed, match=words.replace("(", r"\(").replace(")", r"\)")):
+        checks.check_fma_chains(_fma_factory(mistake))
+
+
+def test_fma_chains_names_float64_arithmetic_in_the_float32_kernel(monkeypatch):
+    # The PTX test runs on a GPU only; here its two inputs are stood in for.
+    monkeypatch.setattr(checks, "on_simulator", lambda: False)
+    monkeypatch.setattr(checks, "_computes_in_float64", lambda kernel: True)
+    with pytest.raises(CheckFailed, match="computes in float64"):
+        checks.check_fma_chains(_fma_factory())
+
+
+def test_float64_arithmetic_is_read_from_the_ptx():
+    class Kernel:
+        def __init__(self, ptx):
+            self.ptx = ptx
+
+        def inspect_asm(self):
+            return {("float32[:]", "int64"): self.ptx}
+
+    assert checks._computes_in_float64(Kernel("cvt.rn.f32.u32 %f1, %r1;\n\tfma.rn.f64 %fd2, %fd1, %fd3, %fd4;"))
+    assert not checks._computes_in_float64(Kernel("fma.rn.f32 %f2, %f1, %f3, %f4;\n\tadd.s64 %rd1, %rd2, 1;"))

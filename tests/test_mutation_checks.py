@@ -46,6 +46,7 @@ NB015 = "solutions/01-gpu-in-practice/05-occupancy.ipynb"
 NB021 = "solutions/02-reductions-and-gemm/02.1-device-wide-reductions.ipynb"
 NB022 = "solutions/02-reductions-and-gemm/02.2-device-wide-scan.ipynb"
 NB023 = "solutions/02-reductions-and-gemm/02.3-sgemm-progression.ipynb"
+NB024 = "solutions/02-reductions-and-gemm/02.4-dgemm.ipynb"
 NB031 = "solutions/03-fusion/03.1-gemm-bias-relu.ipynb"
 NB032 = "solutions/03-fusion/03.2-conv3x3-bias-relu.ipynb"
 NB033 = "solutions/03-fusion/03.3-layernorm-gelu.ipynb"
@@ -107,6 +108,7 @@ PROGRAMS = {
     "SGEMM, 2D register blocking": (NB023, ["f262a922:defs", "831d1027"]),
     "SGEMM, two tiles per trip": (NB023, ["f262a922:defs", "bf9a7e0d:defs", "0dec6b1c:defs", "19dfffaf:defs",
                                           "75d81445"]),
+    "FMA chains": (NB024, ["f84855e3:defs", "e66ad60c:defs", "=checks.check_fma_chains(make_fma_chains)"]),
     "bias, then ReLU": (NB031, ["c01:defs", "c03"]),
     "fused bias + ReLU": (NB031, ["c01:defs", "c03:defs", "c05"]),
     "direct conv": (NB032, ["c01:defs", "c03"]),
@@ -432,6 +434,13 @@ MUTANTS = [
       "fast,\n                         k0 + BKX, 0)", "both halves read stage 0"),
     M("SGEMM, two tiles per trip", "75d81445", "stash(a_t, b_t, 1 - s, ra, rb, t)", "stash(a_t, b_t, s, ra, rb, t)",
       "next tile stashed into the stage being read"),
+    # ---- 02.4: the FMA-rate kernel
+    M("FMA chains", "e66ad60c", "            a7 = a7 * m + c\n", "", "one chain never updated"),
+    M("FMA chains", "e66ad60c", "for _ in range(iterations):", "for _ in range(iterations - 1):", "loop one trip short"),
+    M("FMA chains", "e66ad60c", "out[cuda.grid(1)] = a0 + a1", "out[cuda.threadIdx.x] = a0 + a1",
+      "result stored at the thread's index in its block"),
+    M("FMA chains", "e66ad60c", "a4, a5, a6, a7 = x + T(4), x + T(5), x + T(6), x + T(7)",
+      "a4, a5, a6, a7 = x + T(4), x + T(5), x + T(6), x + T(6)", "two chains start alike"),
     # ---- 03.1: bias and ReLU, separate and as the GEMM's epilogue
     M("bias, then ReLU", "c03", "c[i] += bias[i % n]", "c[i] += bias[i // n]", "bias indexed by the row"),
     M("bias, then ReLU", "c03", "    if i < c.size:\n        c[i] += bias[i % n]", "    if i <= c.size:\n        c[i] += bias[i % n]",
@@ -630,6 +639,9 @@ MUTANTS = [
       "if row < a.shape[0] and col < a.shape[1]:", "padding of the tiles not zeroed"),
     M("Ozaki slice_rows", "8bc65df9", "        if row < a.shape[0] and col < a.shape[1]:\n            x = a[row, col]",
       "        if row < a.shape[0] and col <= a.shape[1]:\n            x = a[row, col]", "read bound <="),
+    M("Ozaki slice_rows", "8bc65df9", "big = round(math.ldexp(x, P - e[row]))", "big = round(math.ldexp(x, P - e[0]))",
+      "the first row's exponent for every row"),
+    M("Ozaki slice_rows", "8bc65df9", "big = (big - d) >> 8", "big = (big - d) >> 7", "slices overlap by one bit"),
     # ---- 07.6: Ozaki scheme II, symmetric residues and the Chinese remainder theorem
     M("symmetric residues", "233cf6be", "h = m // 2", "h = (m - 1) // 2", "range shifted up by one for even m"),
     M("symmetric residues", "233cf6be", "return (x + h) % m - h", "return x % m", "remainders not centred"),

@@ -152,7 +152,16 @@ def check_slice_rows(launch, slices: int = 7, *, tile=(128, 128), seed=None) -> 
         mp, kp = -(-m // tile[0]) * tile[0], -(-k // tile[1]) * tile[1]
         want, e = slicing.split(a, slices, axis=1)
         out = cuda.to_device(poisoned_host(slices * mp * kp, np.int8).reshape(slices, mp, kp))
-        launch(cuda.to_device(a), cuda.to_device(e), out)
+        try:
+            launch(cuda.to_device(a), cuda.to_device(e), out)
+            cuda.synchronize()
+        except OverflowError as exc:  # the simulator refuses an int8 store out of range; a GPU wraps it
+            raise CheckFailed(
+                f"slices ({label}): a digit does not fit in int8 ({exc}). The simulator stops at that store; "
+                f"a GPU would wrap the value around silently.\nHint: every digit lies in [-128, 127]. The "
+                f"leading slice keeps what the others leave, and fits only if the element is scaled by its "
+                f"own row's exponent (2**(P - e[row])) and every step takes exactly 8 bits off "
+                f"(big = (big - d) >> 8).") from None
         got = out.copy_to_host()
         pad = np.ones((slices, mp, kp), bool)
         pad[:, :m, :k] = False

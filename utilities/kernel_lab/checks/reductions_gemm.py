@@ -16,7 +16,9 @@ success and raises :class:`kernel_lab.CheckFailed` naming the mistake on failure
   into the flag's half, and halves swapped;
 * :func:`check_gemm` checks ``C = A @ B`` on shapes that are not multiples of any tile, and names
   a tile used before the barrier, a missing second barrier, off-by-one tile edges, a skipped last
-  K tile and wrong register-block indexing.
+  K tile and wrong register-block indexing;
+* :func:`check_fma_chains` checks 02.4's FMA-rate kernel and names fewer chains, a loop off by one,
+  and (on a GPU) a float32 kernel computing in float64.
 """
 
 from __future__ import annotations
@@ -646,4 +648,112 @@ def check_gemm(launch, *, name: str = "gemm", tiles=(32, 32, 32), precision: str
         lines.append(f"shapes that fail: {', '.join(f[1] for f in failed)}; shapes that pass: {', '.join(done) or 'none'}")
         raise CheckFailed("\n".join(lines))
     print(f"{name}: correct for all {len(done)} shapes ({', '.join(done)})")
+    progress.passed(name)
+
+
+# ================================================================================================
+# 02.4: the FMA-rate kernel
+
+FMA_START_STEP, FMA_M, FMA_C = 1e-3, 0.999, 1e-4  # the exercise's chains: a_j = x + j, a = a * m + c
+
+
+def fma_chains_reference(threads: int, blocks: int, iterations: int, dtype, *, chains: int = 8,
+                         start_from_grid: bool = False, frozen: int | None = None) -> np.ndarray:
+    """What ``fma_chains`` writes: per thread, the sum of ``chains`` recurrences ``a = a * m + c``
+    started at ``x + j`` with ``x = threadIdx.x * 1e-3``, each step rounded to ``dtype``."""
+    dtype = np.dtype(dtype).type
+    index = np.arange(blocks * threads)
+    x = (index if start_from_grid else index % threads).astype(dtype) * dtype(FMA_START_STEP)
+    m, c = dtype(FMA_M), dtype(FMA_C)
+    total = np.zeros(blocks * threads, dtype)
+    for j in range(chains):
+        a = (x + dtype(j)).astype(dtype)
+        for _ in range(0 if j == frozen else iterations):
+            a = (a * m + c).astype(dtype)
+        total = (total + a).astype(dtype)
+    return total
+
+
+def _computes_in_float64(kernel) -> bool:
+    """Whether the compiled (GPU) kernel does float64 arithmetic: ``.f64`` operations in its PTX."""
+    import re
+
+    try:
+        asm = kernel.inspect_asm()
+    except Exception:  # noqa: BLE001 - an API this numba-cuda lacks: nothing to say
+        return False
+    ptx = "\n".join(asm.values()) if isinstance(asm, dict) else str(asm)
+    return re.search(r"\b(?:fma|mul|add|sub)(?:\.rn)?\.f64\b", ptx) is not None
+
+
+def check_fma_chains(make, *, name: str = "FMA chains", iterations: int = 5) -> None:
+    """``make(T)`` returns the kernel ``fma_chains(out, iterations)`` for the element type ``T``
+    (numba's ``float32`` or ``float64``). Every thread runs 8 chains ``a_j = a_j * m + c`` from
+    ``x + j``, ``x = threadIdx.x * 1e-3``, ``m = 0.999``, ``c = 1e-4``, and writes their sum to
+    ``out[cuda.grid(1)]``. Names: outputs not written, fewer chains, a loop off by one or never
+    run, start values from ``cuda.grid(1)``; on a GPU, a float32 kernel whose arithmetic is float64
+    (Python float constants), which would make its measured rate the float64 one. Silent on
+    success: the notebook prints the rates."""
+    require_callable(make, "make_fma_chains")
+    from numba import cuda, float32, float64
+
+    blocks, threads = 3, 64
+    for T, dtype in ((float32, np.float32), (float64, np.float64)):
+        kernel = make(T)
+        out = cuda.to_device(poisoned_host(blocks * threads, dtype))
+        what = f"{name} ({np.dtype(dtype).name})"
+        try:
+            kernel[blocks, threads](out, iterations)
+            cuda.synchronize()
+        except CheckFailed:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the learner's kernel did not compile or run
+            if "NoneType" in str(exc) or isinstance(exc, NotImplementedError):
+                raise _not_done(what, exc) from None
+            raise CheckFailed(f"{what}: the kernel raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+        got = out.copy_to_host()
+        unwritten = int(is_poison(got).sum())
+        if unwritten == got.size:
+            raise _not_done(what, "nothing was written to out")
+        if unwritten:
+            raise CheckFailed(f"{what}: {unwritten} of {got.size} outputs never written: every thread writes "
+                              f"the sum of its chains to out[cuda.grid(1)]")
+        want = fma_chains_reference(threads, blocks, iterations, dtype)
+        # GPU: a * m + c becomes one fused multiply-add (rounded once), the host rounds twice
+        rtol = 1e-5 if dtype == np.float32 else 1e-12
+
+        def close(alt):
+            return bool(np.allclose(got, alt, rtol=rtol, atol=0))
+
+        if close(want):
+            if dtype == np.float32 and not on_simulator() and _computes_in_float64(kernel):
+                raise CheckFailed(
+                    f"{what}: the values are right, but the float32 kernel computes in float64: a Python float "
+                    f"constant (0.999, 1e-4) is a float64 to Numba and makes every chain float64, so the "
+                    f"'float32' rate would be the float64 rate. Write the constants as T(0.999), T(1e-4)")
+            continue
+        hypotheses = [(f"only {k} of the 8 chains reach the sum: update a0 to a7 in every iteration and "
+                       f"add all eight", fma_chains_reference(threads, blocks, iterations, dtype, chains=k))
+                      for k in range(1, 8)]
+        hypotheses += [(f"chain a{j} is never updated: the loop updates all eight, a{j} = a{j} * m + c",
+                        fma_chains_reference(threads, blocks, iterations, dtype, frozen=j)) for j in range(8)]
+        hypotheses += [
+            ("the chains are never updated: the loop must run `iterations` times, updating each chain",
+             fma_chains_reference(threads, blocks, 0, dtype)),
+            (f"the loop runs {iterations - 1} times, not iterations ({iterations})",
+             fma_chains_reference(threads, blocks, iterations - 1, dtype)),
+            (f"the loop runs {iterations + 1} times, not iterations ({iterations})",
+             fma_chains_reference(threads, blocks, iterations + 1, dtype)),
+            ("the chains start from cuda.grid(1); the exercise starts them from x = cuda.threadIdx.x * 1e-3 "
+             "(the check computes the same chains on the host)",
+             fma_chains_reference(threads, blocks, iterations, dtype, start_from_grid=True)),
+        ]
+        for message, alt in hypotheses:
+            if close(alt):
+                raise CheckFailed(f"{what}: {message}")
+        bad = np.flatnonzero(~np.isclose(got, want, rtol=rtol, atol=0))
+        i = int(bad[0])
+        raise CheckFailed(f"{what}: {bad.size} of {got.size} threads wrote another value; first thread {i}: "
+                          f"got {got[i]!r}, expected {want[i]!r} (chain j starts at x + j, x = threadIdx.x * 1e-3, "
+                          f"and steps a = a * 0.999 + 1e-4)")
     progress.passed(name)
