@@ -445,3 +445,32 @@ def test_tuner_uses_learner_functions(tmp_path):
     again = tn.tune(cands, lambda c: 1.0 / c["x"], shape=(1, 1, 1), dtypes=("f",))
     assert first.best == {"x": 2} and again.from_cache and again.best == {"x": 2}
     assert calls == ["lookup", "search", "lookup"]
+
+
+# --- the pipeline GEMM's element-wise epilogue form agrees with the per-element store ------------
+
+@pytest.mark.parametrize("make", [epilogues.identity, lambda: epilogues.bias_activation("relu"),
+                                  lambda: epilogues.bias_activation("gelu"),
+                                  lambda: epilogues.bias_activation_from(gelu_fn("right"))],
+                         ids=["identity", "bias_relu", "bias_gelu", "learner's bias_gelu"])
+def test_elementwise_form_matches_the_store_form(make):
+    """Whole tiles use (load, apply), edge tiles ``store``: one epilogue must give the same values
+    both ways, or a GEMM's result would depend on where a tile falls."""
+    ep = make()
+    _, store, _ = ep.device_functions()
+    load, apply = ep.elementwise_functions()
+
+    @cuda.jit
+    def both(acc, bias, via_store, via_elementwise):
+        r, c = cuda.grid(2)
+        if r < acc.shape[0] and c < acc.shape[1]:
+            args = (bias,)
+            store(via_store, 0, r, c, r, acc[r, c], via_store, args)
+            via_elementwise[0, r, c] = apply(acc[r, c], load(r, c, args))
+
+    rng = np.random.default_rng(5)
+    acc = rng.uniform(-4, 4, (5, 7)).astype(np.float32)
+    bias = rng.uniform(-1, 1, 5).astype(np.float32)
+    a, b = np.full((1, 5, 7), np.nan, np.float32), np.full((1, 5, 7), np.nan, np.float32)
+    both[(1, 1), (8, 8)](acc, bias, a, b)
+    assert not np.isnan(a).any() and np.allclose(a, b, rtol=1e-6, atol=1e-7)

@@ -77,3 +77,12 @@ def test_grid_rounds_up_and_rejects_nonsense():
     with pytest.raises(KernelLabArgumentError, match="m must be"):
         configs.grid_for(0, 5, 128, 128)
     assert configs.waves(4096, 4096, GemmConfig(256, 128, 32, 256), 132) == pytest.approx(512 / 132)
+
+
+def test_the_persistent_schedule_is_a_config_field_that_keeps_old_keys():
+    plain = PipelineConfig(128, 256, 64, 256, "float16", 3)
+    assert "persistent_group_m" not in plain.as_dict()  # cache keys and job labels as before
+    persistent = PipelineConfig(128, 256, 64, 256, "float16", 3, persistent_group_m=8)
+    assert PipelineConfig(**persistent.as_dict()) == persistent
+    assert "persistent (bands of 8)" in persistent.label()
+    assert any("persistent_group_m" in p for p in PipelineConfig(persistent_group_m=-1).problems())

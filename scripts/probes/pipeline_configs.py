@@ -3,7 +3,8 @@
 
     PYTHONPATH=utilities python3 scripts/probes/pipeline_configs.py [CONFIG ...] [--sizes 4096 8192]
 
-CONFIG is ``precision:tile_m,tile_n,tile_k,threads,depth`` (before ``--sizes``, which takes every number after it) (e.g. ``int8:128,256,128,256,3``). Every
+CONFIG is ``precision:tile_m,tile_n,tile_k,threads,depth[,pG]`` (``pG``: persistent blocks walking
+bands of G tile rows) (before ``--sizes``, which takes every number after it) (e.g. ``int8:128,256,128,256,3``). Every
 (configuration, size) pair is compiled first, side by side in worker processes (code generation is
 CPU work: the pool fills the code-generation and cubin caches), then each is checked against the
 library and timed (CUDA events, L2 flushed, median) beside its peer in the same process: cuBLASLt's
@@ -42,9 +43,17 @@ DEFAULT = ["int8:128,128,64,128,3", "int8:128,256,128,256,3",
 
 
 def parse(text):
+    """``precision:tile_m,tile_n,tile_k,threads,depth[,pG]``; ``pG``: persistent blocks walking bands
+    of G tile rows (``PipelineConfig.persistent_group_m``)."""
     prec, _, dims = text.partition(":")
-    tm, tn, tk, threads, depth = (int(x) for x in dims.split(","))
-    return dict(tile_m=tm, tile_n=tn, tile_k=tk, threads=threads, precision=prec, depth=depth)
+    fields = dims.split(",")
+    tm, tn, tk, threads, depth = (int(x) for x in fields[:5])
+    cfg = dict(tile_m=tm, tile_n=tn, tile_k=tk, threads=threads, precision=prec, depth=depth)
+    if len(fields) > 5:
+        if not fields[5].startswith("p"):
+            raise SystemExit(f"the sixth field of {text!r} must be pG (persistent, bands of G tile rows)")
+        cfg["persistent_group_m"] = int(fields[5][1:])
+    return cfg
 
 
 def main():

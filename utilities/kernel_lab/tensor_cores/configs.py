@@ -146,6 +146,10 @@ class PipelineConfig:
     threads: int = 128
     precision: str = "int8"
     depth: int = 3
+    # The schedule. 0: one block per output tile, blocks in grid order. G > 0: persistent blocks,
+    # one per SM, each walking the tiles in bands of G tile rows (neighbours in time share A and B
+    # panels through L2) and loading its next tile's first stages while it stores the current one.
+    persistent_group_m: int = 0
 
     def stage_bytes(self) -> int:
         p = precision(self.precision)
@@ -155,10 +159,15 @@ class PipelineConfig:
         return self.depth * self.stage_bytes()
 
     def label(self) -> str:
-        return f"{self.precision} pipeline {self.tile_m}x{self.tile_n}x{self.tile_k}, {self.threads} thr, depth {self.depth}"
+        schedule = f", persistent (bands of {self.persistent_group_m})" if self.persistent_group_m else ""
+        return (f"{self.precision} pipeline {self.tile_m}x{self.tile_n}x{self.tile_k}, {self.threads} thr, "
+                f"depth {self.depth}{schedule}")
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if not self.persistent_group_m:  # the default schedule: keys (and cache labels) as before it existed
+            del d["persistent_group_m"]
+        return d
 
     def problems(self, cc=(9, 0)) -> list[str]:
         p = precision(self.precision)
@@ -174,6 +183,8 @@ class PipelineConfig:
             out.append(f"pipeline kernels use whole warpgroups: threads must be 128, 256, 384 or 512, got {self.threads}")
         if not 1 <= self.depth <= 16:
             out.append(f"depth must be between 1 and 16, got {self.depth}")
+        if not 0 <= self.persistent_group_m <= 64:
+            out.append(f"persistent_group_m must be between 0 (not persistent) and 64, got {self.persistent_group_m}")
         limit = OPTIN_SMEM_LIMIT.get(tuple(cc)[:2], 99 * 1024)
         if self.smem_bytes() > limit:
             out.append(f"needs {self.smem_bytes()} bytes of shared memory, more than the {limit} this GPU allows")

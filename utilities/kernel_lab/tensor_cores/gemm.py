@@ -571,12 +571,16 @@ def _build_pipeline_kernel(cfg: PipelineConfig, epilogue: _epilogues.Epilogue):
     # epilogues without an element-wise form (row statistics, another output dtype), keep it.
     acc_np = np.int32 if cfg.precision == "int8" else np.float32
     same_dtype = epilogue.out_dtype == "accumulator" or np.dtype(epilogue.out_dtype) == np.dtype(acc_np)
-    value = epilogue.value_function() if same_dtype and not epilogue.row_stats else None
+    elementwise = epilogue.elementwise_functions() if same_dtype and not epilogue.row_stats else None
     COPY_ONLY = epilogue.name == "identity"
     VEC = 16 // np.dtype(acc_np).itemsize
+    # The element-wise transform goes in chunks: every load of a chunk first, then its arithmetic
+    # and its writes into the fragment (see Epilogue.elementwise: one element at a time waits a
+    # memory round trip per element). 16 loads in flight per thread; fragments hold a multiple.
+    CHUNK = math.gcd(16, TM * TN // NT)
 
     @cuda.jit(device=True, inline="always")
-    def store_elements(acc, frag, out, stats, args, m, n, row0, col0, tid):
+    def store_elements(acc, frag, out, stats, args, m, n, row0, col0, tile_col, tid):
         active = acc.is_thread_active()
         if active:
             for i in range(frag.layout.size):
@@ -590,17 +594,23 @@ def _build_pipeline_kernel(cfg: PipelineConfig, epilogue: _epilogues.Epilogue):
                 if row0 + lr < m and col0 + lc < n:
                     store(out, 0, row0 + lr, col0 + lc, lr, frag[i], stats, args)
         cuda.syncthreads()
-        finish(stats, 0, row0, cuda.blockIdx.y, tid, m, args)
+        finish(stats, 0, row0, tile_col, tid, m, args)
 
-    if value is None:
+    if elementwise is None:
         store_whole_tile = store_elements  # chosen here, so the kernel never types the fast path
     else:
+        load, apply = elementwise
+
         @cuda.jit(device=True, inline="always")
-        def store_whole_tile(acc, frag, out, stats, args, m, n, row0, col0, tid):
+        def store_whole_tile(acc, frag, out, stats, args, m, n, row0, col0, tile_col, tid):
             if not COPY_ONLY:
-                for i in range(frag.layout.size):
-                    lr, lc = acc.map_fragment_index(i)
-                    frag[i] = acc_np(value(frag[i], row0 + lr, col0 + lc, args))
+                loaded = cuda.local.array(CHUNK, np.float32)
+                for base in range(0, frag.layout.size, CHUNK):
+                    for j in range(CHUNK):
+                        lr, lc = acc.map_fragment_index(base + j)
+                        loaded[j] = load(row0 + lr, col0 + lc, args)
+                    for j in range(CHUNK):
+                        frag[base + j] = acc_np(apply(frag[base + j], loaded[j]))
             acc.partition_and_copy(frag, make_tensor(out[0, row0:row0 + TM, col0:col0 + TN], MM.get_layout_gmem_c(n)))
 
     def kernel(out, m, n, args, device_pipeline):
@@ -618,12 +628,62 @@ def _build_pipeline_kernel(cfg: PipelineConfig, epilogue: _epilogues.Epilogue):
         tile.execute(acc)
         frag = acc.get_results()
         if row0 + TM <= m and col0 + TN <= n and n % VEC == 0:  # the same for the whole block
-            store_whole_tile(acc, frag, out, stats, args, m, n, row0, col0, tid)
+            store_whole_tile(acc, frag, out, stats, args, m, n, row0, col0, cuda.blockIdx.y, tid)
         else:
-            store_elements(acc, frag, out, stats, args, m, n, row0, col0, tid)
+            store_elements(acc, frag, out, stats, args, m, n, row0, col0, cuda.blockIdx.y, tid)
         tile._del()
 
-    return MM, cuda.jit(kernel, extensions=pipeline_extensions, launch_bounds=(NT, 1))
+    GROUP = cfg.persistent_group_m
+
+    @cuda.jit(device=True, inline="always")
+    def tile_of(t, tiles_m, tiles_n):
+        """Tile (bm, bn) of the t-th step of the walk: bands of GROUP tile rows, down each band's
+        column, then one column right, so the tiles in flight at once share A and B panels in L2."""
+        per_band = GROUP * tiles_n
+        band = t // per_band
+        first = band * GROUP
+        rows = min(tiles_m - first, GROUP)
+        local = t - band * per_band
+        return np.int32(first + local % rows), np.int32(local // rows)
+
+    def persistent_kernel(out, m, n, args, device_pipeline):
+        # One block per SM walks the tiles t = blockIdx.x, + gridDim.x, ... The pipeline is moved
+        # to the next tile (reset_tile) *before* this tile's epilogue, so its first stages load while
+        # the accumulators are stored: the overlap a one-tile-per-block grid cannot have.
+        smem = cuda.shared.array(shape=(0,), dtype=np.int8, alignment=device_pipeline.buffer_alignment)
+        stats = cuda.shared.array(shape=(TWO_TM,), dtype=np.float32)
+        tid = cuda.threadIdx.x
+        tiles_m = (m + TM - 1) // TM
+        tiles_n = (n + TN - 1) // TN
+        total = tiles_m * tiles_n
+        t = cuda.blockIdx.x
+        bm, bn = tile_of(t, tiles_m, tiles_n)
+        tile = device_pipeline.get_tile(smem, bm, bn)
+        acc = MM.suggest_accumulator()
+        while t < total:
+            for i in range(tid, TWO_TM, NT):
+                stats[i] = NEG_INF if i < TM else np.float32(0)
+            cuda.syncthreads()
+            acc.clear()
+            tile.execute(acc)
+            nxt = t + cuda.gridDim.x
+            nbm, nbn = tile_of(nxt, tiles_m, tiles_n)
+            if nxt < total:
+                device_pipeline.reset_tile(tile, nbm, nbn)
+            frag = acc.get_results()
+            row0 = bm * TM
+            col0 = bn * TN
+            if row0 + TM <= m and col0 + TN <= n and n % VEC == 0:
+                store_whole_tile(acc, frag, out, stats, args, m, n, row0, col0, bn, tid)
+            else:
+                store_elements(acc, frag, out, stats, args, m, n, row0, col0, bn, tid)
+            t = nxt
+            bm = nbm
+            bn = nbn
+        tile._del()
+
+    body = persistent_kernel if GROUP else kernel
+    return MM, cuda.jit(body, extensions=pipeline_extensions, launch_bounds=(NT, 1))
 
 
 def set_max_dynamic_shared_memory(dispatcher, args, nbytes: int):
@@ -731,6 +791,8 @@ class PipelineGemm(CompiledKernel):
         if bp.data.ptr != b_cp.data.ptr:
             bp[:n, :k] = b_cp
         grid = (ap.shape[0] // self.config.tile_m, bp.shape[0] // self.config.tile_n, 1)
+        if self.config.persistent_group_m:  # one block per SM (the pipeline's shared memory allows no more)
+            grid = (min(grid[0] * grid[1], cuda.get_current_device().MULTIPROCESSOR_COUNT), 1, 1)
         dev_args = tuple(as_device(x) if hasattr(x, "__cuda_array_interface__") else x for x in epilogue_args)
         args = (out3, np.int32(m), np.int32(n), dev_args, pipeline)
         return grid, args, pipeline
