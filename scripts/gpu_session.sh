@@ -11,7 +11,7 @@
 #     runs those again), so every call can name the whole list,
 #   - returns, after every notebook, the notebooks stored so far (stored.tar.gz), the failed
 #     notebooks' partial runs (failed/), and the logs.
-# Usage: DEADLINE=560 [WARM=0] scripts/gpu_session.sh notebook ...
+# Usage: DEADLINE=560 [WARM=0] [MEMORY=1] scripts/gpu_session.sh notebook ...
 set -uo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
@@ -49,7 +49,10 @@ G(128,128,32,256,'bfloat16'), G(128,128,16,256,'tf32'), G(128,128,64,256,'int8')
   say "warm-up started (${WARM_MODULES:-07 06})"
 fi
 
-stored=(); done_dir=/tmp/kl_done; mkdir -p $done_dir
+stored=(); failed=0; done_dir=/tmp/kl_done; mkdir -p $done_dir
+# MEMORY=1: also the peak GPU memory of each notebook (as scripts/gpu_notebook_memory.py measures it,
+# with Numba freeing at once), into session.log and memory.tsv; nothing else may use the GPU meanwhile
+[ "${MEMORY:-0}" = 1 ] && export NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT=0
 for nb in "$@"; do
   mark=$done_dir/$(basename "$nb")
   if [ -f "$mark" ] && [[ " ${RETRY:-} " != *" $nb "* ]]; then continue; fi
@@ -60,11 +63,23 @@ for nb in "$@"; do
   left=$(( deadline - ($(date +%s) - t0) ))
   if [ $left -lt 45 ]; then say "SKIPPED (deadline) $nb"; continue; fi
   say "start $nb (${left} s left)"
+  if [ "${MEMORY:-0}" = 1 ]; then  # sample the GPU's used memory while the notebook runs
+    base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits --id=0 | head -1)
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits --id=0 -lms 200 > "$out/mem.samples" &
+    sampler=$!
+  fi
   timeout -s INT -k 20 $left python3 -m kernel_lab.store_outputs "$nb" 2>&1 | grep -v IPKernelApp | tee -a "$log"
-  [ "${PIPESTATUS[0]}" = 0 ] && stored+=("$nb")
+  if [ "${PIPESTATUS[0]}" = 0 ]; then stored+=("$nb"); else failed=$((failed + 1)); fi
+  if [ "${MEMORY:-0}" = 1 ]; then
+    kill $sampler 2>/dev/null; wait $sampler 2>/dev/null
+    peak=$(sort -n "$out/mem.samples" | tail -1)
+    say "memory $nb: peak $(( peak - base )) MiB above the $base MiB in use before it started"
+    printf '%s\t%s\t%s\n' "$nb" "$(( peak - base ))" "$base" >> "$out/memory.tsv"
+  fi
   touch "$mark"
   [ ${#stored[@]} -gt 0 ] && tar czf "$out/stored.tar.gz" "${stored[@]}"
   cp $warm_dir/*.log "$out/" 2>/dev/null
 done
-say "done: ${#stored[@]} of $# stored"
-tail -3 $warm_dir/*.log 2>/dev/null | tee -a "$log"
+say "done: ${#stored[@]} of $# stored, $failed failed"
+for f in $warm_dir/*.log; do [ -f "$f" ] && tail -3 "$f" | tee -a "$log"; done
+exit $(( failed > 0 ))  # 0 unless a notebook failed (one skipped as already run, or for the deadline, is not)

@@ -5,6 +5,7 @@ kernel is one of them with one edit of its source (``mutant``), the mistake a le
 """
 
 import inspect
+import re
 import textwrap
 
 import numpy as np
@@ -36,7 +37,7 @@ def mutant(kernel, old, new=None, **extra_globals):
     for o, n in ([(old, new)] if new is not None else old):
         assert o in src, f"{o!r} is not in {fn.__name__}"
         src = src.replace(o, n)
-    src = src.replace("@cuda.jit\n", "").replace("@cuda.jit(device=True)\n", "")
+    src = re.sub(r"@cuda\.jit(\(.*\))?\n", "", src)
     scope = dict(fn.__globals__, **extra_globals)
     exec(compile(src, f"<mutant of {fn.__name__}>", "exec"), scope)
     return cuda.jit(scope[fn.__name__])
@@ -322,17 +323,24 @@ def test_w8a8_epilogue_missing_named():
 
 
 def test_w4a8_mistakes_named():
+    # Each mistake in dot8 (the learner's part in 05.6) and in the group scale, on both of the
+    # kernel's paths (16-byte rows and one word at a time: the default shapes have both).
+    def with_dot8(**dot8_globals):
+        bad8 = mutant(K.dot8, "even, odd = unpack_int4_word(p)", "even, odd = unpack_int4_word(p)", **dot8_globals)
+        return mutant(K.w4a8_gemm, "acc = cuda.local.array(MT, float32)", "acc = cuda.local.array(MT, float32)",
+                      dot8=bad8)
+
+    def launch(kernel):
+        return lambda o, a, sa, w, s: kernel[-(-o.shape[1] // 4), 128](a, sa, w, s, o)
+
     no_sign = mutant(K.unpack_int4_word, [("    even |= (even & uint32(0x08080808)) * uint32(30)", "    pass"),
                                           ("    odd |= (odd & uint32(0x08080808)) * uint32(30)", "    pass")])
-    bad = mutant(K.w4a8_gemm, "even, odd = unpack_int4_word(w32[n, w])", "even, odd = unpack(w32[n, w])", unpack=no_sign)
-    launch = lambda o, a, sa, w, s: bad[(-(-o.shape[1] // 4), -(-o.shape[0] // K.MT)), 128](a, sa, w, s, o)  # noqa: E731
     with pytest.raises(CheckFailed, match="wrong sign extension"):
-        checks.check_w4a8_gemm(launch, shapes=GEMM, seed=27)
-    swapped = mutant(K.w4a8_gemm, "even, odd = unpack_int4_word(w32[n, w])", "odd, even = unpack_int4_word(w32[n, w])")
-    launch = lambda o, a, sa, w, s: swapped[(-(-o.shape[1] // 4), -(-o.shape[0] // K.MT)), 128](a, sa, w, s, o)  # noqa: E731
+        checks.check_w4a8_gemm(launch(with_dot8(unpack_int4_word=no_sign)), seed=27)
+    swapped = mutant(K.unpack_int4_word, "return int32(even), int32(odd)", "return int32(odd), int32(even)")
     with pytest.raises(CheckFailed, match="nibble order swapped"):
-        checks.check_w4a8_gemm(launch, shapes=GEMM, seed=28)
-    one_group = mutant(K.w4a8_gemm, "s = w_scales[n, w // GROUP_WORDS]", "s = w_scales[n, 0]")
-    launch = lambda o, a, sa, w, s: one_group[(-(-o.shape[1] // 4), -(-o.shape[0] // K.MT)), 128](a, sa, w, s, o)  # noqa: E731
+        checks.check_w4a8_gemm(launch(with_dot8(unpack_int4_word=swapped)), seed=28)
+    one_group = mutant(K.w4a8_gemm, [("s = w_scales[n, w // GROUP_WORDS]  # four", "s = w_scales[n, 0]  # four"),
+                                     ("s = w_scales[n, w // GROUP_WORDS]\n", "s = w_scales[n, 0]\n")])
     with pytest.raises(CheckFailed, match="first group's scale"):
-        checks.check_w4a8_gemm(launch, shapes=GEMM[1:], seed=29)
+        checks.check_w4a8_gemm(launch(one_group), seed=29)

@@ -601,14 +601,16 @@ MUTANTS = [
       "if m <= c.shape[0] and n < c.shape[1]:", "row bound <="),
     M("int8 GEMM on DP4A", "cell-4", "n, m = cuda.grid(2)", "m, n = cuda.grid(2)", "x taken as the row"),
     M("W4A8 GEMM", "cell-10",
-      "        even |= (even & uint32(0x08080808)) * uint32(30)  # sign-extend each byte's nibble\n"
-      "        odd |= (odd & uint32(0x08080808)) * uint32(30)\n", "", "no sign extension"),
-    M("W4A8 GEMM", "cell-10", "s = w_scales[n, w // GROUP_WORDS]", "s = w_scales[n, w // 128]",
+      "    even |= (even & uint32(0x08080808)) * uint32(30)  # sign-extend each byte's nibble\n"
+      "    odd |= (odd & uint32(0x08080808)) * uint32(30)\n", "", "no sign extension"),
+    M("W4A8 GEMM", "cell-10", "s = w_scales[n, w // GROUP_WORDS]  # the 4 words", "s = w_scales[n, w // 128]  # the 4 words",
       "group of a value index, not of a word"),
     M("W4A8 GEMM", "cell-10",
-      "byte_perm(x0, x1, EVEN_BYTES), int32(even), 0)\n                d = dp4a(byte_perm(x0, x1, ODD_BYTES)",
-      "byte_perm(x0, x1, ODD_BYTES), int32(even), 0)\n                d = dp4a(byte_perm(x0, x1, EVEN_BYTES)",
+      "byte_perm(x0, x1, EVEN_BYTES), int32(even), 0)\n    return dp4a(byte_perm(x0, x1, ODD_BYTES)",
+      "byte_perm(x0, x1, ODD_BYTES), int32(even), 0)\n    return dp4a(byte_perm(x0, x1, EVEN_BYTES)",
       "activation bytes paired with the wrong nibbles"),
+    M("W4A8 GEMM", "cell-10", "x4, x5, x6, x7 = load4(a32, (m, 2 * w + 4))", "x4, x5, x6, x7 = load4(a32, (m, 2 * w))",
+      "second activation vector read from the first's address"),
     # ---- 07.1: the Ozaki scheme in NumPy, slicing by rows and the reconstruction
     M("Ozaki split_rows", "48318c96", "big = np.rint(np.ldexp(", "big = np.trunc(np.ldexp(",
       "truncated instead of rounded"),

@@ -69,7 +69,7 @@ def test_catalogue_holds_the_notebooks_kernels():
     # 06.1's two pipeline GEMMs at its check shape, 06.2's fused GELU, 07's fused kernel at 8192^3
     assert "06 pipeline identity [128,256,128,256,int8,3] 300x333x200" in labels
     assert "06 pipeline identity [128,256,64,256,float16,3] 300x333x200" in labels
-    assert "06 pipeline bias_gelu [128,256,64,256,float16,3] 4096x4096x4096" in labels
+    assert "06 pipeline bias_gelu [128,256,64,256,float16,4,8] 4096x4096x4096" in labels
     assert "07 ozaki fused [128,256,128,256,3] 8192x8192x8192" in labels
     assert len(set(jobs)) == len(jobs), "a job listed twice would be compiled twice"
 
@@ -82,18 +82,26 @@ def test_catalogue_follows_the_notebooks_pipeline_configs():
 
     from kernel_lab.tensor_cores.configs import PipelineConfig
 
+    from kernel_lab.tensor_cores import configs as configs_module
+
     root = Path(__file__).resolve().parents[1] / "solutions" / "06-tensor-cores"
-    configs = set()
-    for name in ("06.1-tensor-core-gemm.ipynb", "06.2-fused-epilogues.ipynb"):
+    configs, spaces = set(), []
+    for name in ("06.1-tensor-core-gemm.ipynb", "06.2-fused-epilogues.ipynb", "06.4-autotuning.ipynb"):
         for cell in json.loads((root / name).read_text())["cells"]:
             if cell["cell_type"] != "code":
                 continue
             for node in ast.walk(ast.parse("".join(cell["source"]))):
-                if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "PipelineConfig":
-                    args = [ast.literal_eval(a) for a in node.args]
+                if not isinstance(node, ast.Call):
+                    continue
+                called = getattr(node.func, "id", getattr(node.func, "attr", ""))
+                if called == "PipelineConfig" and not name.startswith("06.4"):  # 06.4 only tunes: its SPACE
                     kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
-                    configs.add(PipelineConfig(*args, **kwargs))
-    assert len(configs) == 2, configs  # 06.1's int8 and fp16 pipelines; 06.2 reuses the fp16 one
+                    configs.add(PipelineConfig(*[ast.literal_eval(a) for a in node.args], **kwargs))
+                elif called == "Space":
+                    spaces.append(configs_module.Space(**{k.arg: ast.literal_eval(k.value) for k in node.keywords}))
+    assert len(configs) == 3, configs  # 06.1's int8 and fp16 pipelines, 06.2's persistent fp16 one
+    assert len(spaces) == 1, spaces  # 06.4's SPACE, enumerated with tile_k 64 as the notebook does
+    configs |= set(configs_module.enumerate_pipeline_configs("float16", (9, 0), spaces[0], tile_k=(64,)))
     in_catalogue = {PipelineConfig(**dict(job.config)) for job in warm.catalogue(["06"]) if job.kind == "pipeline"}
     assert configs <= in_catalogue, configs - in_catalogue
 

@@ -1,5 +1,5 @@
-"""16-byte loads and stores from Numba kernels: ``load4``, ``store4`` (float32) and ``load2``,
-``store2`` (float64).
+"""16-byte loads and stores from Numba kernels: ``load4``, ``store4`` (float32, int32, uint32) and
+``load2``, ``store2`` (float64).
 
 A GPU moves up to 16 bytes per thread in one instruction (``LDG.E.128``, ``LDS.128``). Numba never
 emits them by itself: it does not know that an element's address is a multiple of 16 bytes, so
@@ -91,10 +91,11 @@ else:
     def _vector_type(array, width, what):
         if not isinstance(array, types.Array):
             raise NumbaTypeError(f"{what}: the first argument must be an array, got {array}")
-        want = {4: types.float32, 2: types.float64}[width]
-        if array.dtype != want:
-            raise NumbaTypeError(f"{what} works on {want} arrays, got {array.dtype}")
-        return want
+        allowed = {4: (types.float32, types.int32, types.uint32), 2: (types.float64,)}[width]
+        if array.dtype not in allowed:
+            names = " or ".join(str(t) for t in allowed)
+            raise NumbaTypeError(f"{what} works on {names} arrays, got {array.dtype}")
+        return array.dtype
 
     def _make_load(width, what):
         @intrinsic

@@ -567,38 +567,63 @@ def unpack_int4_word(p):
     return int32(even), int32(odd)
 
 
-MT = 4  # activation rows per warp pass (accumulators per lane)
+MT = 4  # activation rows per pass over a weight row (accumulators per lane)
+
+
+@cuda.jit(device=True, inline="always")
+def dot8(p, x0, x1):
+    """The exact sum of eight products: weight word ``p`` (eight INT4) times the activation words
+    ``x0`` (elements 0-3) and ``x1`` (4-7), with two DP4As."""
+    even, odd = unpack_int4_word(p)
+    d = dp4a(byte_perm(x0, x1, EVEN_BYTES), even, 0)
+    return dp4a(byte_perm(x0, x1, ODD_BYTES), odd, d)
 
 
 @cuda.jit
 def w4a8_gemm(a32, a_scale, w32, w_scales, out):
-    """``out[m, n]``: one warp per weight row n and MT activation rows; lanes stride over the row's
-    packed words (coalesced), two DP4As per word, the group scale applied per word."""
+    """``out[m, n]``: one warp per weight row n, every activation row, MT rows per pass.
+
+    Decoding reads every weight once and does little arithmetic with it, so the kernel is built
+    for bandwidth: a lane loads four packed words (32 weights, inside one group of 128) at once,
+    a 16-byte load, so that more bytes are in flight per thread; the warp's loads of a row are
+    consecutive (coalesced). Passes over the activation rows after the first find the weight row
+    in L1 (a block's four rows are 4 x K/2 bytes): the weights come from memory once, however
+    large M. Rows whose length in words is not a multiple of 4 are not 16-byte aligned: they take
+    the same loop one word at a time."""
     n = (cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x) // 32
     lane = cuda.threadIdx.x % 32
-    m0 = cuda.blockIdx.y * MT
     if n >= out.shape[1]:
         return
+    words = w32.shape[1]
+    vector = words % 4 == 0  # the same for every thread: no divergence
     acc = cuda.local.array(MT, float32)
-    for i in range(MT):
-        acc[i] = float32(0.0)
-    for w in range(lane, w32.shape[1], 32):
-        even, odd = unpack_int4_word(w32[n, w])
-        s = w_scales[n, w // GROUP_WORDS]
+    for m0 in range(0, out.shape[0], MT):
         for i in range(MT):
+            acc[i] = float32(0.0)
+        if vector:
+            for w in range(4 * lane, words, 128):
+                p0, p1, p2, p3 = load4(w32, (n, w))
+                s = w_scales[n, w // GROUP_WORDS]  # four words of a 16-word group: one scale
+                for i in range(MT):
+                    m = m0 + i
+                    if m < out.shape[0]:
+                        x0, x1, x2, x3 = load4(a32, (m, 2 * w))
+                        x4, x5, x6, x7 = load4(a32, (m, 2 * w + 4))
+                        d = dot8(p0, x0, x1) + dot8(p1, x2, x3) + dot8(p2, x4, x5) + dot8(p3, x6, x7)
+                        acc[i] += float32(d) * s
+        else:
+            for w in range(lane, words, 32):
+                p = w32[n, w]
+                s = w_scales[n, w // GROUP_WORDS]
+                for i in range(MT):
+                    m = m0 + i
+                    if m < out.shape[0]:
+                        acc[i] += float32(dot8(p, a32[m, 2 * w], a32[m, 2 * w + 1])) * s
+        for i in range(MT):
+            v = warp_sum_f32(acc[i])
             m = m0 + i
-            if m < out.shape[0]:
-                x0 = a32[m, 2 * w]
-                x1 = a32[m, 2 * w + 1]
-                d = dp4a(byte_perm(x0, x1, EVEN_BYTES), even, 0)
-                d = dp4a(byte_perm(x0, x1, ODD_BYTES), odd, d)
-                acc[i] += float32(d) * s
-    for i in range(MT):
-        v = acc[i]
-        v = warp_sum_f32(v)
-        m = m0 + i
-        if lane == 0 and m < out.shape[0]:
-            out[m, n] = v * a_scale[m]
+            if lane == 0 and m < out.shape[0]:
+                out[m, n] = v * a_scale[m]
 
 
 def launch_w4a8_gemm(out, a32, a_scale, w32, w_scales):
@@ -608,7 +633,7 @@ def launch_w4a8_gemm(out, a32, a_scale, w32, w_scales):
     if a32.shape[1] != 2 * w32.shape[1]:
         raise KernelLabArgumentError(f"a32 holds {4 * a32.shape[1]} values of K per row, w32 {8 * w32.shape[1]}: "
                                      "pad both to the same multiple of 8")
-    w4a8_gemm[(-(-n // 4), -(-m // MT)), 128](a32, a_scale, w32, w_scales, out)
+    w4a8_gemm[-(-n // 4), 128](a32, a_scale, w32, w_scales, out)
 
 
 # --- host helpers: padding K and reading int8 rows as words -------------------------------------

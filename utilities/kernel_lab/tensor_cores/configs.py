@@ -209,6 +209,7 @@ class Space:
     threads: tuple = (128, 256)
     prefetch: tuple = (True, False)
     depth: tuple = (2, 3, 4)
+    persistent_group_m: tuple = (0,)  # pipeline GEMMs: 0 one block per tile; G persistent blocks, bands of G
     extra: dict = field(default_factory=dict)
 
 
@@ -239,11 +240,12 @@ def enumerate_pipeline_configs(prec: str, cc=(9, 0), space: Space | None = None,
     p = precision(prec)
     tks = tile_k or (64 // p.smem_bytes * 1, 128 // p.smem_bytes)
     out = []
-    for tm, tn, tk, th, d in itertools.product(space.tile_m, space.tile_n, tks, space.threads, space.depth):
-        cfg = PipelineConfig(tm, tn, tk, th, prec, d)
+    for tm, tn, tk, th, d, g in itertools.product(space.tile_m, space.tile_n, tks, space.threads, space.depth,
+                                                  space.persistent_group_m):
+        cfg = PipelineConfig(tm, tn, tk, th, prec, d, g)
         if not cfg.problems(cc):
             out.append(cfg)
-    out.sort(key=lambda c: (-c.tile_m * c.tile_n, -c.tile_k, c.threads, c.depth))
+    out.sort(key=lambda c: (-c.tile_m * c.tile_n, -c.tile_k, c.threads, c.depth, c.persistent_group_m))
     return out
 
 

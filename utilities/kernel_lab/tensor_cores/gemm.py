@@ -53,7 +53,8 @@ from . import validate as _validate
 from .configs import GemmConfig, PipelineConfig
 from .precisions import host_dtype, matmul_precision
 
-KERNEL_VERSION = "06.3"  # part of every tuner cache key: bump it when a kernel changes (06.3: whole-tile vector stores)
+KERNEL_VERSION = "06.4"  # part of every tuner cache key: bump it when a kernel changes (06.3: whole-tile vector
+# stores; 06.4: the persistent schedule, element-wise epilogues in chunks of loads)
 
 
 def _nvmath():

@@ -125,15 +125,17 @@ def catalogue(modules=ALL_MODULES, cc=(9, 0)) -> list[Job]:
         # reads the notebooks' PipelineConfig(...) calls and fails if these drift from them
         int8 = dict(tile_m=128, tile_n=256, tile_k=128, threads=256, precision="int8", depth=3)
         fp16 = dict(tile_m=128, tile_n=256, tile_k=64, threads=256, precision="float16", depth=3)
+        fp16_persistent = dict(fp16, depth=4, persistent_group_m=8)  # 06.2's, 06.4's winner
         for shape in ((300, 333, 200), (4096, 4096, 4096)):
             jobs.append(_pipeline("06", int8, shape, note="06.1"))
             jobs.append(_pipeline("06", fp16, shape, note="06.1"))
-        for ep in ("bias_relu", "bias_gelu"):
-            jobs.append(_pipeline("06", fp16, (4096, 4096, 4096), ep, note="06.2"))
-        try:  # 06.4's tuning space (the notebook's own call, so the two cannot drift apart)
+        for ep in ("identity", "bias_relu", "bias_gelu"):
+            jobs.append(_pipeline("06", fp16_persistent, (4096, 4096, 4096), ep, note="06.2"))
+        try:  # 06.4's tuning space (the notebook's SPACE: a test holds the two together)
             from . import configs
 
-            space = configs.Space(tile_m=(128,), tile_n=(128, 256), threads=(128, 256), depth=(2, 4))
+            space = configs.Space(tile_m=(128,), tile_n=(128, 256), threads=(128, 256), depth=(2, 4),
+                                  persistent_group_m=(0, 8))
             for c in configs.enumerate_pipeline_configs("float16", cc, space, tile_k=(64,)):
                 job = _pipeline("06", c.as_dict(), (4096, 4096, 4096), note="06.4")
                 if job not in jobs:
