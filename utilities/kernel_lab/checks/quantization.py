@@ -656,7 +656,7 @@ def check_w4a8_gemm(launch, *, name: str = "w4a8 gemm", shapes=None, seed=None) 
     rng = np.random.default_rng(seed)
     # and a K that is a multiple of 32 over several groups: rows of whole 16-byte vectors, the
     # path a kernel built for bandwidth takes (the other shapes take its one-word path)
-    shapes = shapes or gemm_shapes() + [("16-byte rows", (3, 7, 288) if on_simulator() else (65, 1031, 4096))]
+    shapes = shapes or gemm_shapes() + [("16-byte rows", (3, 5, 1056) if on_simulator() else (65, 1031, 4096))]
     for label, (m, n, k) in shapes:
         kp = 8 * -(-k // 8)
         a = pad_cols(rng.integers(-127, 128, (m, k)).astype(np.int8), 8)

@@ -968,7 +968,11 @@ def precompile(configs, epilogue: str = "identity", operand_a: str = "matrix", p
     specs = [(c.as_dict(), epilogue, operand_a, tuple(shape) if any(pipelines) else None) for c in configs]
     if not specs:
         return []
-    processes = processes or max(1, min(len(specs), (os.cpu_count() or 2) - 1, 12))
+    # Each worker opens its own CUDA context (about half a GiB of GPU memory: 06.4's twelve made
+    # that notebook's peak 9.6 GiB on an H200). On a shared GPU or a MIG slice, cap them with
+    # KERNEL_LAB_COMPILE_PROCESSES (deploy/README.md); with a warm cache, one is as fast.
+    cap = int(os.environ.get("KERNEL_LAB_COMPILE_PROCESSES", "12") or 12)
+    processes = processes or max(1, min(len(specs), (os.cpu_count() or 2) - 1, cap))
     results = []
     with ProcessPoolExecutor(max_workers=processes, mp_context=mp.get_context("spawn")) as pool:
         for spec, seconds, error in pool.map(_precompile_worker, specs):
