@@ -327,9 +327,8 @@ def test_w4a8_mistakes_named():
     # kernel's paths (16-byte rows and one word at a time: the default shapes have both).
     def with_dot8(**dot8_globals):
         bad8 = mutant(K.dot8, "even, odd = unpack_int4_word(p)", "even, odd = unpack_int4_word(p)", **dot8_globals)
-        bad32 = mutant(K.dot32, "x0, x1, x2, x3", "x0, x1, x2, x3", dot8=bad8)
         return mutant(K.w4a8_gemm, "acc = cuda.local.array(MT, float32)", "acc = cuda.local.array(MT, float32)",
-                      dot8=bad8, dot32=bad32)
+                      dot8=bad8)
 
     def launch(kernel):
         return lambda o, a, sa, w, s: kernel[-(-o.shape[1] // 4), 128](a, sa, w, s, o)
@@ -341,6 +340,7 @@ def test_w4a8_mistakes_named():
     swapped = mutant(K.unpack_int4_word, "return int32(even), int32(odd)", "return int32(odd), int32(even)")
     with pytest.raises(CheckFailed, match="nibble order swapped"):
         checks.check_w4a8_gemm(launch(with_dot8(unpack_int4_word=swapped)), seed=28)
-    one_group = mutant(K.w4a8_gemm, "// GROUP_WORDS]", "* 0]")  # every chunk and word: group 0
+    one_group = mutant(K.w4a8_gemm, [("s = w_scales[n, w // GROUP_WORDS]  # four", "s = w_scales[n, 0]  # four"),
+                                     ("s = w_scales[n, w // GROUP_WORDS]\n", "s = w_scales[n, 0]\n")])
     with pytest.raises(CheckFailed, match="first group's scale"):
         checks.check_w4a8_gemm(launch(one_group), seed=29)

@@ -603,16 +603,14 @@ MUTANTS = [
     M("W4A8 GEMM", "cell-10",
       "    even |= (even & uint32(0x08080808)) * uint32(30)  # sign-extend each byte's nibble\n"
       "    odd |= (odd & uint32(0x08080808)) * uint32(30)\n", "", "no sign extension"),
-    M("W4A8 GEMM", "cell-10", "t = float32(dot32(pa, a32, m, w)) * w_scales[n, w // GROUP_WORDS]",
-      "t = float32(dot32(pa, a32, m, w)) * w_scales[n, w // 128]", "group of a value index, not of a word"),
+    M("W4A8 GEMM", "cell-10", "s = w_scales[n, w // GROUP_WORDS]  # the 4 words", "s = w_scales[n, w // 128]  # the 4 words",
+      "group of a value index, not of a word"),
     M("W4A8 GEMM", "cell-10",
       "byte_perm(x0, x1, EVEN_BYTES), int32(even), 0)\n    return dp4a(byte_perm(x0, x1, ODD_BYTES)",
       "byte_perm(x0, x1, ODD_BYTES), int32(even), 0)\n    return dp4a(byte_perm(x0, x1, EVEN_BYTES)",
       "activation bytes paired with the wrong nibbles"),
     M("W4A8 GEMM", "cell-10", "x4, x5, x6, x7 = load4(a32, (m, 2 * w + 4))", "x4, x5, x6, x7 = load4(a32, (m, 2 * w))",
       "second activation vector read from the first's address"),
-    M("W4A8 GEMM", "cell-10", "t += float32(dot32(pb, a32, m, w + 128))", "t += float32(dot32(pa, a32, m, w + 128))",
-      "second chunk multiplied with the first chunk's weights"),
     # ---- 07.1: the Ozaki scheme in NumPy, slicing by rows and the reconstruction
     M("Ozaki split_rows", "48318c96", "big = np.rint(np.ldexp(", "big = np.trunc(np.ldexp(",
       "truncated instead of rounded"),

@@ -24,6 +24,14 @@ GELU_BIAS 191.6 us): int8 128x128x64 (128 threads) 221.5 us, 0.45x; int8 128x256
 us, 0.64x. The fused bias+GELU did not gain (580.7 and 526.0 us, 0.33x and 0.36x GELU_BIAS): its
 per-element loop (coordinates from map_fragment_index, the bias load, GELU in float64 because of
 Python float constants) costs 220-240 us, next to 8 us for cuBLASLt's. 8192^3 did not fit the call.
+
+Measured on an H200 (2026-11-26), after the persistent schedule (``pG``) and the element-wise
+epilogue in chunks of loads. At 4096^3 (cuBLASLt int8 95.4 us, cuBLAS fp16 182.8 us, GELU_BIAS
+188.8 us): fp16 128x256x64 depth 4 273.4 us (0.67x), persistent p8 256.7 us (0.71x), its fused
+bias+GELU 331.2 us (0.57x) and 278.0 us (0.68x); int8 128x256x128 depth 3 179.6 us (0.53x), p8 163.4
+us (0.58x). Bands of 4 or 16 and depth 3 or 4 moved these by 1-5%. At 8192^3 (cuBLASLt int8 733.6
+us, cuBLAS fp16 1435.8 us, GELU_BIAS 1478.2 us): fp16 1890.0 us (0.76x), p8 1728.4 us (0.83x), fused
+bias+GELU 2110.9 us (0.70x) and 1783.1 us (0.83x); int8 1057.6 us (0.69x), p8 913.7 us (0.80x).
 """
 
 import argparse

@@ -579,34 +579,17 @@ def dot8(p, x0, x1):
     return dp4a(byte_perm(x0, x1, ODD_BYTES), odd, d)
 
 
-@cuda.jit(device=True, inline="always")
-def load_words(w32, n, w):
-    """Packed words w..w+3 of weight row n (one 16-byte load), zeros past the row's end."""
-    if w < w32.shape[1]:
-        return load4(w32, (n, w))
-    return int32(0), int32(0), int32(0), int32(0)
-
-
-@cuda.jit(device=True, inline="always")
-def dot32(p, a32, m, w):
-    """The exact sum of 32 products: the four weight words ``p`` (w..w+3) times activation row m."""
-    x0, x1, x2, x3 = load4(a32, (m, 2 * w))
-    x4, x5, x6, x7 = load4(a32, (m, 2 * w + 4))
-    return dot8(p[0], x0, x1) + dot8(p[1], x2, x3) + dot8(p[2], x4, x5) + dot8(p[3], x6, x7)
-
-
 @cuda.jit
 def w4a8_gemm(a32, a_scale, w32, w_scales, out):
     """``out[m, n]``: one warp per weight row n, every activation row, MT rows per pass.
 
-    Decoding reads every weight once and does little arithmetic with it: the kernel is built to
-    keep many bytes in flight. A lane loads four packed words (32 weights, inside one group of
-    128) with one 16-byte load, and issues four such loads, 512 words apart, before any arithmetic
-    (a 4096-wide row is then read by one round of loads: the time of one memory latency, not four
-    in a row). The warp's loads of a row are consecutive (coalesced). Passes over the activation
-    rows after the first find the weight row in L1 (a block's four rows are 4 x K/2 bytes): the
-    weights come from memory once, however large M. Rows whose length in words is not a multiple
-    of 4 are not 16-byte aligned: they take the loop one word at a time."""
+    Decoding reads every weight once and does little arithmetic with it, so the kernel is built
+    for bandwidth: a lane loads four packed words (32 weights, inside one group of 128) at once,
+    a 16-byte load, so that more bytes are in flight per thread; the warp's loads of a row are
+    consecutive (coalesced). Passes over the activation rows after the first find the weight row
+    in L1 (a block's four rows are 4 x K/2 bytes): the weights come from memory once, however
+    large M. Rows whose length in words is not a multiple of 4 are not 16-byte aligned: they take
+    the same loop one word at a time."""
     n = (cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x) // 32
     lane = cuda.threadIdx.x % 32
     if n >= out.shape[1]:
@@ -618,23 +601,16 @@ def w4a8_gemm(a32, a_scale, w32, w_scales, out):
         for i in range(MT):
             acc[i] = float32(0.0)
         if vector:
-            for w in range(4 * lane, words, 512):
-                pa = load_words(w32, n, w)  # four loads in flight before any arithmetic
-                pb = load_words(w32, n, w + 128)
-                pc = load_words(w32, n, w + 256)
-                pd = load_words(w32, n, w + 384)
+            for w in range(4 * lane, words, 128):
+                p0, p1, p2, p3 = load4(w32, (n, w))
+                s = w_scales[n, w // GROUP_WORDS]  # four words of a 16-word group: one scale
                 for i in range(MT):
                     m = m0 + i
                     if m < out.shape[0]:
-                        # each 4-word chunk lies in one 16-word group: one scale per chunk
-                        t = float32(dot32(pa, a32, m, w)) * w_scales[n, w // GROUP_WORDS]
-                        if w + 128 < words:
-                            t += float32(dot32(pb, a32, m, w + 128)) * w_scales[n, (w + 128) // GROUP_WORDS]
-                        if w + 256 < words:
-                            t += float32(dot32(pc, a32, m, w + 256)) * w_scales[n, (w + 256) // GROUP_WORDS]
-                        if w + 384 < words:
-                            t += float32(dot32(pd, a32, m, w + 384)) * w_scales[n, (w + 384) // GROUP_WORDS]
-                        acc[i] += t
+                        x0, x1, x2, x3 = load4(a32, (m, 2 * w))
+                        x4, x5, x6, x7 = load4(a32, (m, 2 * w + 4))
+                        d = dot8(p0, x0, x1) + dot8(p1, x2, x3) + dot8(p2, x4, x5) + dot8(p3, x6, x7)
+                        acc[i] += float32(d) * s
         else:
             for w in range(lane, words, 32):
                 p = w32[n, w]
