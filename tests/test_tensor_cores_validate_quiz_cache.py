@@ -142,6 +142,17 @@ def test_precompile_wants_a_shape_for_pipeline_configurations():
     assert gemm.precompile([], log=None) == []
 
 
+def test_a_bad_compile_process_cap_is_named(monkeypatch):
+    # KERNEL_LAB_COMPILE_PROCESSES caps the compile workers (each opens a CUDA context)
+    from kernel_lab.tensor_cores import gemm
+    from kernel_lab.tensor_cores.configs import GemmConfig
+    from kernel_lab.tensor_cores.validate import GemmArgumentError
+
+    monkeypatch.setenv("KERNEL_LAB_COMPILE_PROCESSES", "two")
+    with pytest.raises(GemmArgumentError, match="KERNEL_LAB_COMPILE_PROCESSES.*'two'"):
+        gemm.precompile([GemmConfig()], log=None)
+
+
 def test_pipeline_out_must_be_dense_and_16_byte_aligned():
     # the pipeline GEMM stores whole tiles with 16-byte stores, rows N elements apart
     a, b_t = arr((8, 64), np.int8), arr((4, 64), np.int8)

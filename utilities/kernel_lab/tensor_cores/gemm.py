@@ -971,7 +971,11 @@ def precompile(configs, epilogue: str = "identity", operand_a: str = "matrix", p
     # Each worker opens its own CUDA context (about half a GiB of GPU memory: 06.4's twelve made
     # that notebook's peak 9.6 GiB on an H200). On a shared GPU or a MIG slice, cap them with
     # KERNEL_LAB_COMPILE_PROCESSES (deploy/README.md); with a warm cache, one is as fast.
-    cap = int(os.environ.get("KERNEL_LAB_COMPILE_PROCESSES", "12") or 12)
+    text = os.environ.get("KERNEL_LAB_COMPILE_PROCESSES", "") or "12"
+    if not text.isdigit() or int(text) < 1:
+        raise _validate.GemmArgumentError(f"KERNEL_LAB_COMPILE_PROCESSES must be a whole number of processes >= 1, "
+                                          f"got {text!r}")
+    cap = int(text)
     processes = processes or max(1, min(len(specs), (os.cpu_count() or 2) - 1, cap))
     results = []
     with ProcessPoolExecutor(max_workers=processes, mp_context=mp.get_context("spawn")) as pool:
