@@ -5,6 +5,7 @@ import pytest
 
 from kernel_lab.tensor_cores import codegen_cache, epilogues, quiz
 from kernel_lab.tensor_cores import validate as v
+from numba import cuda  # noqa: E402  (after kernel_lab, which chose GPU or simulator)
 
 
 def arr(shape, dtype=np.float16, order="C"):
@@ -164,3 +165,41 @@ def test_pipeline_out_must_be_dense_and_16_byte_aligned():
         v.check_pipeline(a, b_t, shifted, precision="int8", out_dtype=np.int32)
     v.check_pipeline(a, b_t, v.ArrayInfo((8, 4), np.dtype(np.int32), (16, 4), 1024), precision="int8",
                      out_dtype=np.int32)
+
+
+@pytest.mark.parametrize("group,tiles_m,tiles_n", [(8, 32, 16), (8, 13, 5), (4, 3, 7), (16, 33, 2), (1, 5, 4)])
+def test_the_persistent_walk_names_every_tile_once(group, tiles_m, tiles_n):
+    """A persistent block computes the tiles t = blockIdx.x, + gridDim.x, ...: a walk that named a
+    tile twice (or missed one) would leave part of C unwritten, on shapes whose tile rows are not
+    a multiple of the band."""
+    import kernel_lab as kl
+
+    if not kl.on_simulator():
+        pytest.skip("runs the device function in the simulator")
+    from kernel_lab.tensor_cores import gemm
+
+    global _TILE_OF
+    _TILE_OF = gemm.band_walk(group)
+    total = tiles_m * tiles_n
+    out = np.full((total, 2), -1, np.int32)
+    _walk_kernel()[-(-total // 64), 64](out, tiles_m, tiles_n)
+    assert (out[:, 0] >= 0).all() and (out[:, 0] < tiles_m).all() and (out[:, 1] >= 0).all() and (out[:, 1] < tiles_n).all()
+    assert len({(int(a), int(b)) for a, b in out}) == total
+    # consecutive steps stay in one band of `group` rows (the point of the walk)
+    assert all(out[t, 0] // group == out[t + 1, 0] // group or out[t + 1, 1] == 0 for t in range(total - 1))
+
+
+_TILE_OF = None
+
+
+def _walk_kernel():
+    # at module level, so that ``cuda`` is a global the simulator can stand in for
+    @cuda.jit
+    def walk(out, tiles_m, tiles_n):
+        t = cuda.grid(1)
+        if t < tiles_m * tiles_n:
+            bm, bn = _TILE_OF(t, tiles_m, tiles_n)
+            out[t, 0] = bm
+            out[t, 1] = bn
+
+    return walk

@@ -547,6 +547,27 @@ def softmax_finish(out, row_max, row_sum, tile_n: int, threads: int = 256, secon
 
 
 @functools.lru_cache(maxsize=None)
+def band_walk(group: int):
+    """The persistent pipeline's tile order, a device function ``tile_of(t, tiles_m, tiles_n) ->
+    (bm, bn)``: the t-th tile of a walk in bands of ``group`` tile rows, down each band's column,
+    then one column right (the last band may have fewer rows), so the tiles in flight at once share
+    A and B panels in L2. Every t < tiles_m * tiles_n names a different tile
+    (tests/test_tensor_cores_validate_quiz_cache.py runs it in the simulator)."""
+    from numba import cuda
+
+    @cuda.jit(device=True, inline="always")
+    def tile_of(t, tiles_m, tiles_n):
+        per_band = group * tiles_n
+        band = t // per_band
+        first = band * group
+        rows = min(tiles_m - first, group)
+        local = t - band * per_band
+        return np.int32(first + local % rows), np.int32(local // rows)
+
+    return tile_of
+
+
+@functools.lru_cache(maxsize=None)
 def _build_pipeline_kernel(cfg: PipelineConfig, epilogue: _epilogues.Epilogue):
     from numba import cuda
 
@@ -635,17 +656,7 @@ def _build_pipeline_kernel(cfg: PipelineConfig, epilogue: _epilogues.Epilogue):
         tile._del()
 
     GROUP = cfg.persistent_group_m
-
-    @cuda.jit(device=True, inline="always")
-    def tile_of(t, tiles_m, tiles_n):
-        """Tile (bm, bn) of the t-th step of the walk: bands of GROUP tile rows, down each band's
-        column, then one column right, so the tiles in flight at once share A and B panels in L2."""
-        per_band = GROUP * tiles_n
-        band = t // per_band
-        first = band * GROUP
-        rows = min(tiles_m - first, GROUP)
-        local = t - band * per_band
-        return np.int32(first + local % rows), np.int32(local // rows)
+    tile_of = band_walk(GROUP) if GROUP else None
 
     def persistent_kernel(out, m, n, args, device_pipeline):
         # One block per SM walks the tiles t = blockIdx.x, + gridDim.x, ... The pipeline is moved
