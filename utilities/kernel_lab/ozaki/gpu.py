@@ -434,18 +434,21 @@ def grouped_tile_function(group_m: int):
     consecutive blocks walk down G tile rows, then move one column right: the blocks running at once
     cover a G-row band, and share its A panels and their B panels through L2."""
 
+    if group_m <= 0:
+        @cuda.jit(device=True, inline="always")
+        def grouped_tile():
+            return np.int32(cuda.blockIdx.x), np.int32(cuda.blockIdx.y)
+
+        return grouped_tile
+
+    from ..tensor_cores.gemm import band_walk  # the walk module 06's persistent pipeline takes too
+
+    walk = band_walk(group_m)
+
     @cuda.jit(device=True, inline="always")
     def grouped_tile():
-        if group_m <= 0:
-            return np.int32(cuda.blockIdx.x), np.int32(cuda.blockIdx.y)
         tiles_m = cuda.gridDim.x
-        pid = cuda.blockIdx.y * tiles_m + cuda.blockIdx.x
-        per_group = group_m * cuda.gridDim.y
-        group = pid // per_group
-        first = group * group_m
-        rows = min(tiles_m - first, group_m)
-        local = pid - group * per_group
-        return np.int32(first + local % rows), np.int32(local // rows)
+        return walk(cuda.blockIdx.y * tiles_m + cuda.blockIdx.x, tiles_m, cuda.gridDim.y)
 
     return grouped_tile
 

@@ -589,7 +589,9 @@ def w4a8_gemm(a32, a_scale, w32, w_scales, out):
     consecutive (coalesced). Passes over the activation rows after the first find the weight row
     in L1 (a block's four rows are 4 x K/2 bytes): the weights come from memory once, however
     large M. Rows whose length in words is not a multiple of 4 are not 16-byte aligned: they take
-    the same loop one word at a time."""
+    the same loop one word at a time. Measured on an H200 (05.6): 8.8 us at M = 1 with N = K = 4096,
+    23.5% of the copy roofline on the weight bytes; issuing a lane's four loads of a 4096-wide row
+    before any arithmetic was slower (11.1 us), so latency is not the limit. Not profiled yet."""
     n = (cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x) // 32
     lane = cuda.threadIdx.x % 32
     if n >= out.shape[1]:
