@@ -86,6 +86,62 @@ def fused_tiles(path=HERE / "attention-fused-tiles.svg"):
     save(fig, ax, path, (-0.3, 16), (0, 7.3))
 
 
+def tiled_lanes(path=HERE / "attention-tiled-lanes.svg"):
+    """The register-tiled kernel: what one lane of a warp owns in S and in O, and the row group's shuffles."""
+    fig, ax = plt.subplots(figsize=(11, 4.6))
+    cell = 0.22  # one score / one output element
+    rows, keys, cols, groups, lanes_per = 16, 32, 64, 4, 8
+    rg, cg = 1, 2  # the lane drawn in colour
+    top = 6.2
+    # S tile of one warp: 16 query rows x 32 keys
+    x0 = 0.6
+    for r in range(rows):
+        for j in range(keys):
+            mine = r // 4 == rg and j % lanes_per == cg
+            group = r // 4 == rg
+            color = ORANGE if mine else (BLUE if group else "white")
+            box(ax, x0 + j * cell, top - (r + 1) * cell, cell, cell, "", color, lw=0.2)
+    ax.text(x0 + keys * cell / 2, top + 0.25, "S of one key tile: the warp's 16 rows x 32 keys", ha="center",
+            fontsize=8)
+    for g in range(groups):
+        ax.text(x0 - 0.1, top - (4 * g + 2) * cell, f"rg {g}", ha="right", va="center", fontsize=6.5)
+    ax.text(x0 + keys * cell / 2, top - rows * cell - 0.3,
+            "lane (rg, cg) = (1, 2): rows 4..7, keys cg, cg + 8, cg + 16, cg + 24 (orange);\n"
+            "the 8 lanes of row group 1 share those rows (blue)", ha="center", va="top", fontsize=7)
+    # the row max: shuffles across the row group
+    xs = x0 + keys * cell + 0.9
+    for c in range(lanes_per):
+        box(ax, xs, top - 0.6 - c * 0.36, 0.9, 0.3, f"cg {c}", ORANGE if c == cg else BLUE, fontsize=6.5)
+    xa = xs + 1.05
+    ax.text(xa - 0.12, top - 0.45 - 7 * 0.36 - 0.15, "xor", ha="right", va="top", fontsize=6.5)
+    for d in (1, 2, 4):  # shfl_xor with d: lane c exchanges with lane c ^ d (one arrow per pair)
+        for c in range(lanes_per):
+            if c < c ^ d:
+                x = xa + (c % d) * 0.13
+                ax.annotate("", xy=(x, top - 0.45 - (c ^ d) * 0.36), xytext=(x, top - 0.45 - c * 0.36),
+                            arrowprops=dict(arrowstyle="<->", lw=0.5, shrinkA=0, shrinkB=0, mutation_scale=5))
+        ax.text(xa + (d - 1) * 0.065, top - 0.45 - 7 * 0.36 - 0.15, f"{d}", ha="center", va="top", fontsize=6.5)
+        xa += d * 0.13 + 0.2
+    ax.text(xs + 0.9, top + 0.25, "a row's max and l:\nshfl_xor over the row group", ha="center", fontsize=8)
+    # O tile of one warp: 16 rows x 64 columns (head_dim)
+    xo = xs + 3.4
+    for r in range(rows):
+        for c in range(cols):
+            mine = r // 4 == rg and (c // 4) % lanes_per == cg
+            group = r // 4 == rg
+            color = GREEN if mine else (BLUE if group else "white")
+            box(ax, xo + c * cell * 0.5, top - (r + 1) * cell, cell * 0.5, cell, "", color, lw=0.15)
+    ax.text(xo + cols * cell * 0.25, top + 0.25, "O: the warp's 16 rows x head_dim 64", ha="center", fontsize=8)
+    ax.text(xo + cols * cell * 0.25, top - rows * cell - 0.3,
+            "the same lane: rows 4..7, columns 4cg..4cg+3 and 32+4cg..32+4cg+3 (green);\n"
+            "O += P V reads P of all 32 keys (shared memory, after syncwarp)", ha="center", va="top", fontsize=7)
+    ax.text((x0 + xo + cols * cell * 0.5) / 2, 1.2,
+            "per 4 steps of head_dim a lane loads 4 rows of Q and 4 keys (8 x 16 bytes) and does 4 x 4 x 4 = 64 "
+            "multiply-adds:\n8 per shared-memory load, where one thread per query row does at most 4",
+            ha="center", va="center", fontsize=8)
+    save(fig, ax, path, (-0.4, xo + cols * cell * 0.5 + 0.2), (0.8, top + 0.7))
+
+
 def tensor_core_flow(path=HERE / "attention-tensor-core-flow.svg"):
     """One key block in the tensor-core kernel: MM1, row update, rescale, MM2."""
     fig, ax = plt.subplots(figsize=(11, 2.8))
@@ -150,6 +206,7 @@ if __name__ == "__main__":
     naive_attention()
     online_softmax()
     fused_tiles()
+    tiled_lanes()
     tensor_core_flow()
     backward_ownership()
     traffic_plot()

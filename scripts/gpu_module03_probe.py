@@ -59,7 +59,9 @@ def run_checks():
     for dtype in ("float32", "float16"):
         checks.check_layernorm_gelu(ln.launch_warp_per_row, dtype=dtype, name="LayerNorm + GELU, warp per row")
         checks.check_layernorm_gelu(ln.launch_block_per_row, dtype=dtype, name="LayerNorm + GELU, block per row",
-                                    max_n=ln.BLOCK * ln.BLOCK_VALUES)
+                                    max_n=ln.block_row_limit(ln.BLOCK))
+        checks.check_layernorm_gelu(ln.launch_layernorm_gelu, dtype=dtype, name="LayerNorm + GELU, x4 kernels",
+                                    max_n=ln.block_row_limit(ln.BLOCK))
     for label, (fn, _) in epilogues.EPILOGUES.items():
         checks.check_epilogue(epilogues.gemm_with(fn), label)
     checks.check_row_softmax(epilogues.launch_row_softmax)
@@ -121,11 +123,11 @@ def layernorm(results, torch):
     from kernel_lab.fusion import layernorm as ln
 
     rng = np.random.default_rng(0)
-    rows_n = ln.SWEEP.rows
     out = []
-    print(f"{rows_n} rows; % of the copy roofline; speedup over PyTorch LayerNorm then GELU")
+    print("2^25 values per size; % of the copy roofline; speedup over PyTorch LayerNorm then GELU")
     for dtype in (np.float32, np.float16):
         for n in ln.SWEEP.ns:
+            rows_n = ln.sweep_rows(n)
             x = cuda.to_device((rng.standard_normal((rows_n, n)) * 2 + 1).astype(dtype))
             gamma = cuda.to_device((1 + 0.1 * rng.standard_normal(n)).astype(np.float32))
             beta = cuda.to_device((0.1 * rng.standard_normal(n)).astype(np.float32))
@@ -137,9 +139,11 @@ def layernorm(results, torch):
             if n <= 32 * ln.WARP_VALUES:
                 ms["warp"] = kl.benchmark("warp", lambda: ln.launch_warp_per_row(y, mean, rstd, x, gamma, beta),
                                           bytes=nbytes, inputs=(x,), quiet=True)
-            if n <= ln.BLOCK * ln.BLOCK_VALUES:
+            if n <= ln.block_row_limit(ln.BLOCK):
                 ms["block"] = kl.benchmark("block", lambda: ln.launch_block_per_row(y, mean, rstd, x, gamma, beta),
                                            bytes=nbytes, inputs=(x,), quiet=True)
+            ms["x4"] = kl.benchmark("x4", lambda: ln.launch_layernorm_gelu(y, mean, rstd, x, gamma, beta),
+                                    bytes=nbytes, inputs=(x,), quiet=True)
             if torch is not None:
                 ms["torch"] = kl.benchmark("torch", ln.torch_unfused(torch, x, gamma, beta), bytes=nbytes, quiet=True)
             best = min((k for k in ms if k != "torch"), key=lambda k: ms[k].ms)

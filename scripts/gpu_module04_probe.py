@@ -7,7 +7,8 @@
 1. checks: the package's online softmax, naive and fused forward (head_dim 64 and 128, causal and
    not, ragged and empty sequences), the backward (dQ, dK, dV), and the tensor-core forward (fp16;
    ``--tc-head-dims``, default 128: cuBLASDx's first code generation takes minutes per kernel);
-2. fused against naive at N = 4096, head_dim 64, float32 (goal >= 3x), causal, and head_dim 128;
+2. fused (and the register-tiled ``attention.tiled``) against naive at N = 4096, head_dim 64,
+   float32 (goal >= 3x), causal, and head_dim 128;
 3. the tensor-core forward against PyTorch's SDPA at N = 4096, head_dim 128, fp16, batch 4 x 16 heads,
    causal and not (goal >= 0.4x);
 4. the CUDA-core backward against SDPA's backward (fp16 and fp32) at N = 4096 (goal >= 0.3x).
@@ -61,6 +62,12 @@ def run_checks(sim: bool, tc_dims):
     guarded("fused forward", lambda: checks.check_attention_forward(kernels.fused_forward, head_dims=dims,
                                                                     block_m=8 if sim else 64,
                                                                     block_n=8 if sim else 32))
+    from kernel_lab.attention import tiled
+
+    tcfg = {d: tiled.default_config(d) for d in dims}
+    guarded("tiled forward", lambda: [checks.check_attention_forward(
+        tiled.tiled_forward, name="tiled attention", head_dims=(d,), block_m=tcfg[d].block_m,
+        block_n=tcfg[d].block_n, row_group=tcfg[d].cg) for d in dims])
     guarded("backward", lambda: checks.check_attention_backward(kernels.backward, head_dims=dims,
                                                                 block_m=8 if sim else 64))
     if sim or not tc_dims:
@@ -83,7 +90,7 @@ def record(m, key=None):
 def cuda_core_forward():
     from numba import cuda
 
-    from kernel_lab.attention import kernels, reference
+    from kernel_lab.attention import kernels, reference, tiled
 
     n, h = 4096, 16
     out = {}
@@ -102,12 +109,18 @@ def cuda_core_forward():
             del s_buf
         out[f"fused{d}"] = record(kl.benchmark(f"fused fp32 d={d}", lambda: kernels.fused_forward(
             o, lse, q, k, v, lens, False, scale), flops=flops, inputs=(q,)))
+        out[f"tiled{d}"] = record(kl.benchmark(f"tiled fp32 d={d}", lambda: tiled.tiled_forward(
+            o, lse, q, k, v, lens, False, scale), flops=flops, inputs=(q,)))
         out[f"causal{d}"] = record(kl.benchmark(f"fused fp32 causal d={d}", lambda: kernels.fused_forward(
             o, lse, q, k, v, lens, True, scale), flops=reference.attention_flops(1, h, n, d, causal=True)))
     ratio = out["naive"].ms / out["fused64"].ms
     RESULTS["ratios"]["fused / naive, N=4096, d=64, fp32"] = ratio
     print(f"fused / naive: {ratio:.2f}x (goal 3x: {'reached' if ratio >= 3 else 'NOT reached'})")
     print(f"causal / full time, d=64: {out['causal64'].ms / out['fused64'].ms:.2f}")
+    ratio = out["naive"].ms / out["tiled64"].ms
+    RESULTS["ratios"]["tiled / naive, N=4096, d=64, fp32"] = ratio
+    print(f"tiled (kernel_lab.attention.tiled) / naive: {ratio:.2f}x "
+          f"(goal 3x: {'reached' if ratio >= 3 else 'NOT reached'})")
 
 
 def tensor_core_forward(tc_dims):

@@ -2,9 +2,10 @@
 
 The simulator runs kernels as Python, so it cannot see typing errors (a float64 sneaking into a
 float32 kernel, a shape that is not a constant); this script compiles the CUDA-core kernels of
-``kernel_lab.attention.kernels`` to PTX and, with ``--tensor-cores``, the cuBLASDx forward of
-``kernel_lab.attention.tensor_core`` to LTO-IR (slow: minutes per kernel; needs nvmath-python with
-its cuBLASDx extra, e.g. /work/venv-dx/bin/python). It re-runs itself with the stand-in driver of
+``kernel_lab.attention.kernels`` and the register-tiled forward of ``kernel_lab.attention.tiled`` to
+PTX and, with ``--tensor-cores``, the cuBLASDx forward of ``kernel_lab.attention.tensor_core`` to
+LTO-IR (slow: minutes per kernel; needs nvmath-python with its cuBLASDx extra, e.g.
+/work/venv-dx/bin/python). It re-runs itself with the stand-in driver of
 ``kernel_lab.tensor_cores.offline`` on the library path:
 
     python scripts/module04_offline_compile.py [--tensor-cores] [--head-dims 64,128] [--cc 9.0]
@@ -41,6 +42,12 @@ def cuda_core(head_dims, cc):
         todo[f"backward delta d={d}"] = (delta, (a3, a3, a2))
         todo[f"backward dkdv d={d}"] = (dkdv, (a3, a3) + common)
         todo[f"backward dq d={d}"] = (dq, (a3,) + common)
+    from kernel_lab.attention import tiled
+
+    flat, i64 = types.Array(f32, 1, "C"), types.int64
+    for d in head_dims:  # the register-tiled forward (04.3's second exercise), its default shape
+        todo[f"tiled forward d={d}"] = (tiled.tiled_forward_kernel(tiled.default_config(d)),
+                                        (flat, flat, flat, flat, flat, lens, i64, i64, i64, types.boolean, f32))
     for name, (kern, sig) in todo.items():
         t0 = time.perf_counter()
         ptx, _ = cuda.compile(kern.py_func, sig, cc=cc, output="ptx")

@@ -31,17 +31,22 @@ def _compile_all(cc=(9, 0)):
     from kernel_lab.quant import kernels as K
 
     arr = {name: types.Array(getattr(types, name.split("_")[0]), int(name[-1]), "C")
-           for name in ("float32_1", "float32_2", "float64_1", "int8_1", "int8_2", "uint8_2", "int32_1", "int32_2")}
+           for name in ("float32_1", "float32_2", "float64_1", "int8_1", "int8_2", "uint8_2", "uint16_2", "int32_1",
+                        "int32_2")}
     f32v, f32m, f64v = arr["float32_1"], arr["float32_2"], arr["float64_1"]
     i8v, i8m, u8m, i32v, i32m = arr["int8_1"], arr["int8_2"], arr["uint8_2"], arr["int32_1"], arr["int32_2"]
+    u16m = arr["uint16_2"]
     kernels = {
         "int8_quantize": (K.int8_quantize, (f32v, f32v, i8v, f32v)),
         "int8_dequantize": (K.int8_dequantize, (i8v, f32v, f32v)),
-        "int8_quantize_x4": (K.int8_quantize_x4, (f32v, f32v, i32v, f32v)),
-        "int8_dequantize_x4": (K.int8_dequantize_x4, (i32v, f32v, f32v)),
+        "int8_quantize_x4": (K.int8_quantize_x4, (f32v, f32v, i8v, i32v, f32v)),
+        "int8_quantize_x4_fadd": (K.int8_quantize_x4_fadd, (f32v, f32v, i8v, i32v, f32v)),
+        "int8_dequantize_x4": (K.int8_dequantize_x4, (i8v, i32v, f32v, f32v)),
         "affine_quantize_rows": (K.affine_quantize_rows, (f32m, f32v, f32v, u8m, f32v, i32v)),
         "int4_quantize_groups": (K.int4_quantize_groups, (f32m, u8m, f32m)),
         "int4_dequantize": (K.int4_dequantize, (u8m, f32m, f32m)),
+        "int4_quantize_groups4": (K.int4_quantize_groups4, (f32m, u8m, u16m, f32m)),
+        "int4_dequantize_tile4": (K.int4_dequantize_tile4, (u8m, u16m, f32m, f32m)),
         "abs_sum": (K.abs_sum, (f32v, f64v)),
         "ternary_quantize_pack": (K.ternary_quantize_pack, (f32m, f64v, u8m, f32v)),
         "int8_rows_quantize": (K.int8_rows_quantize, (f32m, i8m, f32v)),

@@ -221,3 +221,73 @@ def test_forward_names_the_mistake_of_a_numba_kernel(message):
 
     with pytest.raises(CheckFailed, match=f"Hint \\({message}\\)"):
         checks.check_attention_forward(launch, head_dims=D, block_m=BM, block_n=BN, seed=17)
+
+
+# --- the register-tiled kernel (04.3's second exercise): the mistakes of its lanes --------------------
+
+from kernel_lab.attention import tiled  # noqa: E402
+
+TCFG = tiled.default_config(16)  # the simulator's shape: one warp, row groups of 4 lanes, 8 keys per tile
+TD = (16,)
+
+
+def tiled_emulated(mistake):
+    def launch(o, lse, q, k, v, lens, causal, scale):
+        out, l_ = online.tiled_forward(*host(q, k, v), scale=scale, kv_lens=lens.copy_to_host(), causal=causal,
+                                       block_n=TCFG.block_n, row_group=TCFG.cg, mistake=mistake)
+        o.copy_to_device(out.astype(np.float32))
+        lse.copy_to_device(l_.astype(np.float32))
+    return launch
+
+
+def check_tiled(launch, seed, **kw):
+    checks.check_attention_forward(launch, name="tiled attention", head_dims=TD, block_m=TCFG.block_m,
+                                   block_n=TCFG.block_n, row_group=TCFG.cg, seed=seed, **kw)
+
+
+def test_tiled_emulation_without_a_mistake_passes(capsys):
+    check_tiled(tiled_emulated(None), seed=18)
+    assert "tiled attention: correct" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("mistake, message", [("row_max_per_lane", "row max not shared"),
+                                              ("normaliser_partial", "normaliser not summed")])
+def test_tiled_names_the_mistake_of_its_lanes(mistake, message):
+    with pytest.raises(CheckFailed, match=f"Hint \\({message}\\)"):
+        check_tiled(tiled_emulated(mistake), seed=19)
+
+
+def test_tiled_mistakes_are_named_only_for_a_tiled_kernel():
+    # without row_group the check does not know the lanes: no hint that talks about them
+    with pytest.raises(CheckFailed) as info:
+        checks.check_attention_forward(tiled_emulated("row_max_per_lane"), head_dims=TD, block_m=TCFG.block_m,
+                                       block_n=TCFG.block_n, seed=19)
+    assert "row group" not in str(info.value)
+
+
+# Real Numba kernels: the package's core (kernel_lab.attention.tiled.core_parts), edited.
+TILED_MUTANTS = {
+    "row max not shared": ("                mx = max(mx, cuda.shfl_xor_sync(FULL, mx, 1 << bit))",
+                           "                mx = max(mx, mx)"),
+    "normaliser not summed": ("            ell += cuda.shfl_xor_sync(FULL, ell, 1 << bit)",
+                              "            ell += float32(0)"),
+    "acc not rescaled": ("oacc[i, c] *= alpha", "oacc[i, c] *= float32(1)"),
+    "normaliser wrong max": ("lrow[i] = lrow[i] * alpha + part", "lrow[i] = lrow[i] + part"),
+    "p not synced": ("        cuda.syncwarp(FULL)  # P is read by the other lanes of the row group", ""),
+    "nothing accumulated": ("                    oacc[i, c] += pf[i, jj] * vf[c]", "                    pass"),
+}
+
+
+@pytest.mark.parametrize("message", TILED_MUTANTS)
+def test_tiled_names_the_mistake_of_a_numba_kernel(message):
+    import inspect
+    import textwrap
+
+    source = textwrap.dedent(inspect.getsource(tiled.core_parts.__wrapped__))
+    old, new = TILED_MUTANTS[message]
+    assert old in source, f"the mutant '{message}' no longer applies: update TILED_MUTANTS"
+    namespace = dict(vars(tiled))
+    exec(source.replace(old, new).replace("@functools.lru_cache(maxsize=None)\n", ""), namespace)
+    launch = tiled.tiled_launcher(namespace["core_parts"])
+    with pytest.raises(CheckFailed, match=f"Hint \\({message}\\)"):
+        check_tiled(launch, seed=20)

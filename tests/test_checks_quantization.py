@@ -27,6 +27,10 @@ from kernel_lab.quant import kernels as K  # noqa: E402
 SIZES = [("block-1", 63), ("3 blocks+7", 199)]
 SHAPES4 = [("1 x 1", (1, 1)), ("3 x 129", (3, 129)), ("2 x 301", (2, 301))]
 GEMM = [("1 x 5 x 5", (1, 5, 5)), ("3 x 6 x 137", (3, 6, 137))]
+# Tile kernels (simulator: blocks of 64 threads, a tile of 4 x 64 words = 1024 values): two whole
+# tiles, a partial tile of 193 words and a tail of 3 values.
+X4_SIZES = [("tiles+partial+3", 2 * 1024 + 193 * 4 + 3)]
+ALIGNED4 = [("2 x 132", (2, 132)), ("2 x 4100", (2, 4100))]
 
 
 def mutant(kernel, old, new=None, **extra_globals):
@@ -55,11 +59,16 @@ def test_right_kernels_pass(capsys):
     checks.check_int8_quantize(q8_given(K.int8_quantize), sizes=SIZES)
     checks.check_int8_quantize(K.launch_int8_quantize, given_amax=False, sizes=SIZES)
     checks.check_int8_dequantize(K.launch_int8_dequantize, sizes=SIZES)
-    checks.check_int8_quantize(K.launch_int8_quantize_x4, sizes=[("4 words+", 204)])
-    checks.check_int8_dequantize(K.launch_int8_dequantize_x4, sizes=[("4 words+", 204)])
+    checks.check_int8_quantize(K.launch_int8_quantize_x4, sizes=SIZES + X4_SIZES)
+    checks.check_int8_quantize(lambda q, s, x, a: K.launch_int8_quantize_x4(q, s, x, a, fadd=True), sizes=X4_SIZES)
+    checks.check_int8_quantize(K.launch_int8_absmax_quantize_x4, given_amax=False, sizes=X4_SIZES)
+    checks.check_int8_dequantize(K.launch_int8_dequantize_x4, sizes=SIZES + X4_SIZES)
+    checks.check_byte_value(K.byte_value)
     checks.check_affine_rows(K.launch_affine_quantize_rows)
     checks.check_int4_quantize(K.launch_int4_quantize, shapes=SHAPES4)
     checks.check_int4_dequantize(K.launch_int4_dequantize, shapes=SHAPES4)
+    checks.check_int4_quantize(K.launch_int4_quantize_groups4, shapes=SHAPES4 + ALIGNED4)
+    checks.check_int4_dequantize(K.launch_int4_dequantize_tile4, shapes=SHAPES4 + ALIGNED4)
     checks.check_ternary_quantize(K.launch_ternary_quantize)
     checks.check_int8_rows(K.launch_int8_rows)
     checks.check_ternary_gemm(K.launch_ternary_gemm, shapes=GEMM)
@@ -71,7 +80,8 @@ def test_right_kernels_pass(capsys):
     checks.check_int8_gemm(K.launch_w8a8_gemm, epilogue=True, shapes=GEMM)
     checks.check_w4a8_gemm(K.launch_w4a8_gemm, shapes=GEMM)
     out = capsys.readouterr().out
-    assert out.count("bit-exact") == 12 and out.count("correct for all") == 6, out
+    assert out.count("bit-exact") == 16 and out.count("correct for all") == 6, out
+    assert "byte_value: right for all 256 byte values" in out
 
 
 # --- the references: formats as documented -------------------------------------------------------
@@ -344,3 +354,105 @@ def test_w4a8_mistakes_named():
                                      ("s = w_scales[n, w // GROUP_WORDS]\n", "s = w_scales[n, 0]\n")])
     with pytest.raises(CheckFailed, match="first group's scale"):
         checks.check_w4a8_gemm(launch(one_group), seed=29)
+
+
+# --- the fast forms (05.1 exercises 4-5, 05.2 exercises 3-4) ----------------------------------
+
+def q8_tile(kernel):
+    return lambda q, s, x, a: kernel[K.tile_blocks(x.size), K.THREADS](x, a, q, K.int8_words(q), s)
+
+
+def dq8_tile(kernel):
+    return lambda o, q, s: kernel[K.tile_blocks(q.size), K.THREADS](q, K.int8_words(q), s, o)
+
+
+def q8_tile_mutant(old, new=None):
+    return mutant(K.int8_quantize_x4, old, new, code=K.code8)
+
+
+def test_int8_x4_tail_missing_named():
+    bad = q8_tile_mutant("    if t < x.size:\n", "    if t < 0:\n")
+    with pytest.raises(CheckFailed, match=r"(?s)only the last n % 4 = 3 codes are wrong.*scalar path"):
+        checks.check_int8_quantize(q8_tile(bad), sizes=X4_SIZES, seed=31)
+    bad = mutant(K.int8_dequantize_x4, "    if t < q.size:\n", "    if t < 0:\n")
+    with pytest.raises(CheckFailed, match=r"only the last n % 4 = 3 values are wrong"):
+        checks.check_int8_dequantize(dq8_tile(bad), sizes=X4_SIZES, seed=32)
+
+
+def test_int8_x4_partial_tile_skipped_named():
+    bad = q8_tile_mutant("            if w + k * nb < nw:\n", "            if False:\n")
+    with pytest.raises(CheckFailed, match="the last, partial tile was skipped"):
+        checks.check_int8_quantize(q8_tile(bad), sizes=X4_SIZES, seed=33)
+    bad = mutant(K.int8_dequantize_x4, "            if w + k * nb < nw:\n", "            if False:\n")
+    with pytest.raises(CheckFailed, match="the last, partial tile was skipped"):
+        checks.check_int8_dequantize(dq8_tile(bad), sizes=X4_SIZES, seed=34)
+
+
+def test_int8_x4_misaligned_load_named():
+    bad = q8_tile_mutant("a0, a1, a2, a3 = load4(x, 4 * w)", "a0, a1, a2, a3 = load4(x, w)")
+    with pytest.raises(CheckFailed, match=r"(?s)misaligned 16-byte access.*load4\(x, 4 \* w\), not load4\(x, w\)"):
+        checks.check_int8_quantize(q8_tile(bad), sizes=X4_SIZES, seed=35)
+
+
+def test_int8_x4_byte_order_reversed_named():
+    rev = mutant(K.pack4, "return int32((c0 & 0xFF) | ((c1 & 0xFF) << 8) | ((c2 & 0xFF) << 16) | (c3 << 24))",
+                 "return int32((c3 & 0xFF) | ((c2 & 0xFF) << 8) | ((c1 & 0xFF) << 16) | (c0 << 24))")
+    bad = mutant(K.int8_quantize_x4, "a = amax[0]", "a = amax[0]", code=K.code8, pack4=rev)
+    with pytest.raises(CheckFailed, match="byte order reversed"):
+        checks.check_int8_quantize(q8_tile(bad), sizes=X4_SIZES, seed=36)
+    rev_dq = mutant(K.byte_value, "b = (p >> (8 * k)) & 0xFF", "b = (p >> (24 - 8 * k)) & 0xFF")
+    bad = mutant(K.int8_dequantize_x4, "s = scale[0]", "s = scale[0]", byte_value=rev_dq)
+    with pytest.raises(CheckFailed, match="byte order reversed"):
+        checks.check_int8_dequantize(dq8_tile(bad), sizes=X4_SIZES, seed=37)
+
+
+def test_int64_shift_pair_named_on_the_cpu():
+    """The package's old ``(p << 24) >> 24``: right in the simulator, wrong on a GPU; Numba's CPU
+    typing is the GPU's, so check_byte_value finds it without a GPU."""
+    def byte_value(p, k):  # noqa: the mistake: a shift pair, computed in int64 by Numba
+        return float32((p << (24 - 8 * k)) >> 24)
+
+    from numba import float32
+    byte_value.__globals__["float32"] = float32
+    with pytest.raises(CheckFailed, match="computed in 64 bits"):
+        checks.check_byte_value(byte_value)
+    unsigned = mutant(K.byte_value, "return float32(int32(b - ((b & 0x80) << 1)))", "return float32(b)")
+    with pytest.raises(CheckFailed, match="came out unsigned"):
+        checks.check_byte_value(unsigned)
+
+
+def test_int64_shift_result_named_by_the_dequantize_check():
+    """What a GPU makes of the shift pair, emulated on the host (the simulator cannot produce it)."""
+    def launch(o, q, s):
+        h, sc = q.copy_to_host(), np.float32(s.copy_to_host()[0])
+        whole = 4 * (h.size // 4)
+        words = h[:whole].view(np.int32).astype(np.int64)
+        got = np.stack([(words >> (8 * k)).astype(np.float32) * sc for k in range(4)], 1)
+        got[:, 3] = h[:whole].reshape(-1, 4)[:, 3].astype(np.float32) * sc
+        res = np.concatenate([got.ravel(), h[whole:].astype(np.float32) * sc]).astype(np.float32)
+        o.copy_to_device(res)
+    with pytest.raises(CheckFailed, match="computed in 64 bits"):
+        checks.check_int8_dequantize(launch, sizes=X4_SIZES, seed=38)
+
+
+def q4_fast(kernel):
+    def launch(p, s, x):
+        warps = -(-x.shape[0] * -(-x.shape[1] // 128) // K.GROUPS_PER_WARP)
+        kernel[-(-warps // 4), 128](x, p, K.packed16_of(p, x.shape[1]), s)
+    return launch
+
+
+def test_int4_load4_without_alignment_test_named():
+    bad_load = mutant(K.int4_load_quad, "    if vec:\n", "    if True:\n")
+    bad = mutant(K.int4_quantize_groups4, "vec = cols % 4 == 0", "vec = cols % 4 == 0", int4_load_quad=bad_load)
+    with pytest.raises(CheckFailed, match=r"(?s)misaligned 16-byte access.*cols % 4 == 0"):
+        checks.check_int4_quantize(q4_fast(bad), shapes=[("3 x 127", (3, 127))], seed=39)
+
+
+def test_int4_tile_partial_tile_skipped_named():
+    bad = mutant(K.int4_dequantize_tile4, "            int4_dequantize_quad(packed, packed16, scales, out, r, j + k * nb, vec)",
+                 "            if not vec:\n                int4_dequantize_quad(packed, packed16, scales, out, r, j + k * nb, vec)")
+    launch = lambda o, p, s: bad[(max(1, -(-(-(-o.shape[1] // 4)) // (4 * K.THREADS))), o.shape[0]), K.THREADS](  # noqa: E731
+        p, K.packed16_of(p, o.shape[1]), s, o)
+    with pytest.raises(CheckFailed, match="never written"):
+        checks.check_int4_dequantize(launch, shapes=[("2 x 4100", (2, 4100))], seed=40)

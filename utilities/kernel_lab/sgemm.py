@@ -491,10 +491,10 @@ def warptile_parts(cfg: GemmTiles):
             store4(arr, (s, k, j), v0, v1, v2, v3)
 
     @cuda.jit(device=True, inline="always")
-    def fetch(a, b, ra, rb, row0, col0, k0, m, n, kk, t, fast):
-        """Device memory -> registers: this thread's groups of 4 of the A and B tiles at k0.
-        ``fast``: the whole tile is inside and aligned, one 16-byte load per group; otherwise
-        scalar loads, 0 outside the matrices."""
+    def fetch_a(a, ra, row0, k0, m, kk, t, fast):
+        """Device memory -> registers: this thread's groups of 4 of the A tile at k0 (4 consecutive
+        k of one row each). ``fast``: the whole tile is inside and aligned, one 16-byte load per
+        group; otherwise scalar loads, 0 outside the matrix."""
         for l in range(LOADS_A):
             e = t + l * XTHREADS
             r, q = e // (XBK // 4), (e % (XBK // 4)) * 4  # row r of the tile, 4 consecutive k
@@ -504,6 +504,10 @@ def warptile_parts(cfg: GemmTiles):
                 for i in range(4):
                     inside = row0 + r < m and k0 + q + i < kk
                     ra[4 * l + i] = a[(row0 + r) * kk + k0 + q + i] if inside else DT(0)
+
+    @cuda.jit(device=True, inline="always")
+    def fetch_b(b, rb, col0, k0, n, kk, t, fast):
+        """The same for the B tile: groups of 4 consecutive columns of one row."""
         for l in range(LOADS_B):
             e = t + l * XTHREADS
             r, q = e // (XBN // 4), (e % (XBN // 4)) * 4  # row r of the tile, 4 consecutive columns
@@ -515,17 +519,33 @@ def warptile_parts(cfg: GemmTiles):
                     rb[4 * l + i] = b[(k0 + r) * n + col0 + q + i] if inside else DT(0)
 
     @cuda.jit(device=True, inline="always")
-    def stash(a_t, b_t, s, ra, rb, t):
-        """Registers -> shared stage s: A transposed (a_t[k, m]), B as it is (16-byte stores)."""
+    def fetch(a, b, ra, rb, row0, col0, k0, m, n, kk, t, fast):
+        """Device memory -> registers: this thread's groups of 4 of the A and B tiles at k0."""
+        fetch_a(a, ra, row0, k0, m, kk, t, fast)
+        fetch_b(b, rb, col0, k0, n, kk, t, fast)
+
+    @cuda.jit(device=True, inline="always")
+    def stash_a(a_t, s, ra, t):
+        """Registers -> shared stage s: A transposed (a_t[k, m])."""
         for l in range(LOADS_A):
             e = t + l * XTHREADS
             r, q = e // (XBK // 4), (e % (XBK // 4)) * 4
             for i in range(4):
                 a_t[s, q + i, r] = ra[4 * l + i]
+
+    @cuda.jit(device=True, inline="always")
+    def stash_b(b_t, s, rb, t):
+        """Registers -> shared stage s: B as it is (16-byte stores)."""
         for l in range(LOADS_B):
             e = t + l * XTHREADS
             r, q = e // (XBN // 4), (e % (XBN // 4)) * 4
             st4s(b_t, s, r, q, rb[4 * l], rb[4 * l + 1], rb[4 * l + 2], rb[4 * l + 3])
+
+    @cuda.jit(device=True, inline="always")
+    def stash(a_t, b_t, s, ra, rb, t):
+        """Registers -> shared stage s: A transposed (a_t[k, m]), B as it is (16-byte stores)."""
+        stash_a(a_t, s, ra, t)
+        stash_b(b_t, s, rb, t)
 
     @cuda.jit(device=True, inline="always")
     def lane_map(warp, lane):
@@ -580,7 +600,8 @@ def warptile_parts(cfg: GemmTiles):
                     one_tile(a, b, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, col0, m, n, kk, t, wr, wc, tr, tc,
                              fast, k0 + XBK, 1)
 
-    parts = SimpleNamespace(fetch=fetch, stash=stash, compute_stage=compute_stage, lane_map=lane_map,
+    parts = SimpleNamespace(fetch=fetch, stash=stash, fetch_a=fetch_a, fetch_b=fetch_b, stash_a=stash_a,
+                            stash_b=stash_b, compute_stage=compute_stage, lane_map=lane_map,
                             main_loop=main_loop, main_loop_one=main_loop_one, one_tile=one_tile, st4=st4, dtype=DT,
                             ra=RA, rb=RB, rm=RM, rn=RN, stages=STAGES)
     _WARPTILE_PARTS[cfg] = parts

@@ -1,5 +1,5 @@
 """16-byte loads and stores from Numba kernels: ``load4``, ``store4`` (float32, int32, uint32) and
-``load2``, ``store2`` (float64).
+``load2``, ``store2`` (float64); ``load4``/``store4`` of float16 move 8 bytes (four halves).
 
 A GPU moves up to 16 bytes per thread in one instruction (``LDG.E.128``, ``LDS.128``). Numba never
 emits them by itself: it does not know that an element's address is a multiple of 16 bytes, so
@@ -91,7 +91,7 @@ else:
     def _vector_type(array, width, what):
         if not isinstance(array, types.Array):
             raise NumbaTypeError(f"{what}: the first argument must be an array, got {array}")
-        allowed = {4: (types.float32, types.int32, types.uint32), 2: (types.float64,)}[width]
+        allowed = {4: (types.float32, types.int32, types.uint32, types.float16), 2: (types.float64,)}[width]
         if array.dtype not in allowed:
             names = " or ".join(str(t) for t in allowed)
             raise NumbaTypeError(f"{what} works on {names} arrays, got {array.dtype}")
@@ -109,7 +109,7 @@ else:
                 ptr = _get_element_pointer(context, builder, index_type, idx, array_type, arr)
                 elem = context.get_value_type(dtype)
                 vec_ptr = builder.bitcast(ptr, ir.VectorType(elem, width).as_pointer())
-                vec = builder.load(vec_ptr, align=16)
+                vec = builder.load(vec_ptr, align=width * dtype.bitwidth // 8)
                 values = [builder.extract_element(vec, ir.Constant(ir.IntType(32), k)) for k in range(width)]
                 return context.make_tuple(builder, signature.return_type, values)
 
@@ -128,7 +128,7 @@ else:
                 vec = builder.insert_element(vec, context.cast(builder, value, vtype, dtype),
                                              ir.Constant(ir.IntType(32), k))
             vec_ptr = builder.bitcast(ptr, ir.VectorType(elem, width).as_pointer())
-            builder.store(vec, vec_ptr, align=16)
+            builder.store(vec, vec_ptr, align=width * dtype.bitwidth // 8)
             return context.get_dummy_value()
 
         return codegen

@@ -93,6 +93,64 @@ def blocked_forward(q, k, v, *, scale=None, kv_lens=None, causal=False, block_n=
 
 
 # ------------------------------------------------------------------------------------------------
+# The register-tiled kernel's lanes (notebook 04.3's second exercise, ``attention.tiled``)
+
+TILED_MISTAKES = {
+    "row_max_per_lane": "each lane of a row group takes the max of its own keys only (no shfl_xor over the row "
+                        "group): the lanes' partial l, their P values and their O columns use different maxima",
+    "normaliser_partial": "the lanes' partial normalisers are not summed over the row group at the end: each "
+                          "lane divides its O columns by its own share of l",
+}
+
+
+def tiled_forward(q, k, v, *, scale=None, kv_lens=None, causal=False, block_n=8, row_group=4,
+                  mistake: str | None = None):
+    """``(O, lse)`` in float64 as the register-tiled kernel computes them, lane by lane, with one of
+    ``TILED_MISTAKES`` (``None``: the right result, up to rounding).
+
+    The ``row_group`` lanes of a row share its keys (lane ``g`` owns the keys ``j`` with
+    ``j % row_group == g``) and its output columns (lane ``g`` owns the columns ``c`` with
+    ``(c // 4) % row_group == g``); each keeps its own running max, partial normaliser and
+    accumulator; every lane reads the P of all the row's keys (written to shared memory) for its
+    columns. ``block_n`` keys per tile (a multiple of ``row_group``).
+    """
+    if mistake is not None and mistake not in TILED_MISTAKES:
+        raise ValueError(f"unknown mistake {mistake!r}; known: {', '.join(TILED_MISTAKES)}")
+    scale = default_scale(q) if scale is None else scale
+    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    b, h, sq, d = q.shape
+    sk = k.shape[2]
+    g_n = row_group
+    s_all = np.where(key_mask(sq, sk, kv_lens, causal, b), scale * np.einsum("bhid,bhjd->bhij", q, k), -np.inf)
+    m = np.full((b, h, sq, g_n), -np.inf)
+    ell = np.zeros((b, h, sq, g_n))
+    acc = np.zeros((b, h, sq, g_n, d))
+    key_lane = np.arange(sk) % g_n
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        for j0 in range(0, sk, block_n):
+            s = s_all[..., j0:j0 + block_n]
+            lanes = key_lane[j0:j0 + block_n]
+            own = lanes[None, :] == np.arange(g_n)[:, None]  # [lane, key]: the lane's keys of the tile
+            lane_max = np.where(own, s[..., None, :], -np.inf).max(-1)  # [b, h, i, lane]
+            mx = lane_max if mistake == "row_max_per_lane" else np.broadcast_to(
+                lane_max.max(-1, keepdims=True), lane_max.shape)
+            m_new = np.maximum(m, mx)
+            m_use = np.where(m_new > -np.inf, m_new, 0.0)  # no valid key yet: exp(-inf) = 0, no NaN
+            alpha = np.exp(m - m_use)
+            p = np.exp(s - m_use[..., lanes])  # each key's p, with the max of the lane that owns it
+            ell = ell * alpha + np.where(own, p[..., None, :], 0.0).sum(-1)
+            acc = acc * alpha[..., None] + np.einsum("bhij,bhjd->bhid", p, v[:, :, j0:j0 + block_n])[..., None, :]
+            m = m_new
+        total = ell if mistake == "normaliser_partial" else np.broadcast_to(ell.sum(-1, keepdims=True), ell.shape)
+        col_lane = (np.arange(d) // 4) % g_n
+        acc_own = np.take_along_axis(acc, col_lane[None, None, None, None, :], axis=3)[..., 0, :]
+        l_own = total[..., col_lane]
+        out = np.where(l_own > 0, acc_own / np.where(l_own > 0, l_own, 1.0), 0.0)
+        lse = np.where(total[..., 0] > 0, m[..., 0] + np.log(total[..., 0]), -np.inf)  # lane 0 writes the lse
+    return out, lse
+
+
+# ------------------------------------------------------------------------------------------------
 # Row softmax, one element at a time (notebook 04.2), and the backward pass, with their mistakes
 
 SOFTMAX_MISTAKES = {

@@ -16,6 +16,12 @@ The inputs ("cases") of the forward check:
   keys past ``kv_len`` hold huge values, so a mask applied after the max leaves the max at a
   padding score and every valid ``exp`` underflows.
 
+For the register-tiled kernel (``attention.tiled``, 04.3's second exercise) pass ``row_group`` (the
+lanes that share a query row): the check then also replays the mistakes of its lanes
+(``online.tiled_forward``: a row max or a normaliser not combined over the row group) and names a
+shared-memory race between the lanes of a warp, found by the simulator, as P shared without
+``syncwarp``.
+
 Tolerances (derived from the input format's unit roundoff u; see ``kernel_lab.check.tolerance``,
 ``tol(k) = u (4 + 5 sqrt(k))``): a score ``s = scale q.k`` carries an absolute error of about
 ``tol(head_dim) * |s|_terms`` (``|s|_terms = scale |q|.|k|``), which ``exp`` turns into the same
@@ -72,6 +78,21 @@ MESSAGES = {
     "backward_causal_off_by_one": "the backward pass's causal mask is off by one: when it recomputes P, query i "
                                   "sees keys j <= i, its own key included",
     "ds_times_v": "dQ was computed from V: dQ = scale * dS K (the keys), as the scores were scale * Q K^T",
+    # the register-tiled kernel (04.3's second exercise): a row's keys and O columns are spread over
+    # the CG lanes of its row group
+    "row_max_not_shared": "each lane used the max of its own keys: the row max must be combined over the CG lanes "
+                          "of the row group (shfl_xor_sync with 1, 2, ..., CG/2) before m_new, alpha and p, "
+                          "because every lane's P values meet in one row of P V and every lane's share of l in one "
+                          "sum: all must be scaled by the same max",
+    "normaliser_not_summed": "the lanes' partial normalisers were not summed: each lane's l holds only its own keys' "
+                             "p (keys cg, cg + CG, ...), so l of the row is the sum over the CG lanes of the row "
+                             "group (shfl_xor_sync, as for the max) before O = acc / l and lse",
+    "nothing_accumulated": "O came out 0 in every row that has a valid key: nothing was added to the accumulator, "
+                           "as when part of the kernel is still the exercise's stub (in the tiled kernel: softmax, "
+                           "which writes P, and pv_step, which adds P V)",
+    "p_not_synced": "P went through shared memory without cuda.syncwarp(): the lanes of a row group read P values "
+                    "that the other lanes wrote; end the softmax step (after the stores of P, before the P V step) "
+                    "with cuda.syncwarp()",
 }
 
 _FORWARD_VARIANTS = {  # online.MISTAKES -> message
@@ -81,6 +102,8 @@ _FORWARD_VARIANTS = {  # online.MISTAKES -> message
     "diagonal_block_skipped": "diagonal_block_skipped", "not_normalised": "not_normalised",
     "lse_without_max": "lse_wrong", "lse_log2": "lse_wrong",
 }
+_TILED_VARIANTS = {"row_max_per_lane": "row_max_not_shared",  # online.TILED_MISTAKES -> message
+                   "normaliser_partial": "normaliser_not_summed"}
 _SOFTMAX_VARIANTS = {"max_not_subtracted": "max_not_subtracted", "normaliser_stale_max": "normaliser_wrong_max",
                      "lse_without_max": "lse_wrong", "lse_log2": "lse_wrong"}
 _BACKWARD_VARIANTS = {"delta_missing": "delta_missing", "p_without_lse": "p_without_lse",
@@ -107,13 +130,22 @@ def _host(arr):
     return arr.copy_to_host()
 
 
-def _run(name, launch, *args):
+def _run(name, launch, *args, row_group=None):
     try:
         with warnings.catch_warnings():  # the simulator computes in NumPy, which warns about inf - inf
             warnings.simplefilter("ignore", RuntimeWarning)
             launch(*args)
     except NotImplementedError as exc:
         raise CheckFailed(f"{name}: the exercise is not done yet ({exc or 'the stub is still in place'})") from None
+    except Exception as exc:
+        # the simulator's race detector, in a tiled kernel whose lanes share P (row_group): a write and
+        # a read by two lanes of one warp (two writes are an index mistake, not a missing barrier) is
+        # the syncwarp missing between the stores of P and the P V step
+        text = str(exc)
+        if (row_group and type(exc).__name__ == "SharedMemoryRace" and "same warp" in text and " writes it " in text
+                and " reads it " in text):
+            raise CheckFailed(f"{name}: {text}\n{_named('p_not_synced')}") from None
+        raise
 
 
 def _close(got, want, allowed):
@@ -260,7 +292,7 @@ def _forward_tolerances(q, k, v, kv_lens, causal, scale, fmt):
 
 def check_attention_forward(launch, *, name: str = "fused attention", head_dims=(64, 128), causal=(False, True),
                             block_m: int | None = None, block_n: int | None = None, seq: int | None = None,
-                            dtype=np.float32, fmt=None, seed=None) -> None:
+                            dtype=np.float32, fmt=None, seed=None, row_group: int | None = None) -> None:
     """``launch(o, lse, q, k, v, kv_lens, causal, scale)``: attention forward into float32 ``o``
     ``[batch, heads, seq, head_dim]`` and ``lse`` ``[batch, heads, seq]`` (both poisoned).
 
@@ -268,6 +300,9 @@ def check_attention_forward(launch, *, name: str = "fused attention", head_dims=
     ``fmt="float16"``), ``kv_lens`` as int32 ``[batch]``, ``causal`` as a bool, ``scale`` a float.
     ``block_m``/``block_n`` are the kernel's query and key block sizes: the check replays the
     block-wise mistakes with them to name yours. ``seq`` defaults to ``2 * block_m + 3``.
+    ``row_group``: for a register-tiled kernel (``attention.tiled``), the lanes that share a query
+    row (``cfg.cg``): the check then also names the mistakes of its lanes (a row max or a normaliser
+    not combined over the row group, P shared without ``syncwarp``, found by the simulator).
     """
     require_callable(launch, "launch")
     if isinstance(causal, bool):
@@ -284,11 +319,12 @@ def check_attention_forward(launch, *, name: str = "fused attention", head_dims=
             for label, q, k, v, lens in forward_cases(rng, d, seq, dtype):
                 scale = 1.0 / np.sqrt(d)
                 o, lse = _poisoned(q.shape), _poisoned(q.shape[:3])
-                _run(name, launch, o, lse, *_device(q, k, v, lens), bool(c), float(scale))
+                _run(name, launch, o, lse, *_device(q, k, v, lens), bool(c), float(scale), row_group=row_group)
                 got_o, got_l = _host(o), _host(lse)
                 _judge_forward(name, got_o, got_l, q, k, v, lens, bool(c), scale, fmt, bm, bn,
                                f" (head_dim {d}, {'causal' if c else 'not causal'}, case '{label}', "
-                               f"[batch, heads, seq] = {list(q.shape[:3])}, kv_lens = {lens.tolist()})", seed)
+                               f"[batch, heads, seq] = {list(q.shape[:3])}, kv_lens = {lens.tolist()})", seed,
+                               row_group)
                 labels.append(label)
     progress.passed(name)
     print(f"{name}: correct for head_dim {', '.join(map(str, head_dims))}, "
@@ -296,7 +332,7 @@ def check_attention_forward(launch, *, name: str = "fused attention", head_dims=
           f"{len(set(labels))} cases each ({', '.join(dict.fromkeys(labels))})")
 
 
-def _judge_forward(name, got_o, got_l, q, k, v, lens, causal, scale, fmt, bm, bn, context, seed):
+def _judge_forward(name, got_o, got_l, q, k, v, lens, causal, scale, fmt, bm, bn, context, seed, row_group=None):
     q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
     ref_o, ref_l = reference.forward(q64, k64, v64, scale=scale, kv_lens=lens, causal=causal)
     rate, mag = _forward_tolerances(q64, k64, v64, lens, causal, scale, fmt)
@@ -317,19 +353,27 @@ def _judge_forward(name, got_o, got_l, q, k, v, lens, causal, scale, fmt, bm, bn
     if mm is None and not lse_ok_empty.all():
         text += "\nThe lse of a row with no valid key must be -inf (log of an empty sum)."
     raise CheckFailed(text + "\n" + (_forward_hint(got_o, got_l, q, k, v, lens, causal, scale, rate, mag, mag_l,
-                                                   bm, bn, ref_o, ref_l) or
+                                                   bm, bn, ref_o, ref_l, row_group) or
                                      "No known mistake matches: compare your kernel with the steps in the notebook."))
 
 
-def _forward_hint(got_o, got_l, q, k, v, lens, causal, scale, rate, mag, mag_l, bm, bn, ref_o, ref_l):
+def _forward_hint(got_o, got_l, q, k, v, lens, causal, scale, rate, mag, mag_l, bm, bn, ref_o, ref_l, row_group=None):
     empty = ~np.isfinite(ref_l)
     allowed_o = TINY + rate * np.maximum(mag, np.abs(ref_o))
     allowed_l = TINY + rate * mag_l
     ref_lf = _finite_part(ref_l)
 
-    def matches(var_o, var_l):
-        return (_same_as(got_o, var_o, ref_o, allowed_o) or
-                _same_as(np.where(empty, 0, got_l), np.where(np.isfinite(var_l), var_l, 0), ref_lf, allowed_l))
+    live = ~empty[..., None] & np.ones(got_o.shape, bool)
+    if live.any() and (got_o[live] == 0).all():
+        return _named("nothing_accumulated")
+
+    def matches(var_o, var_l, own_scale=False):
+        # own_scale: the wrong result may be far larger than the right one (O divided by a lane's
+        # share of l), so its rounding is allowed in proportion to itself as well
+        a_o = allowed_o + rate * np.abs(var_o) if own_scale else allowed_o
+        a_l = allowed_l + rate * np.abs(np.where(np.isfinite(var_l), var_l, 0)) if own_scale else allowed_l
+        return (_same_as(got_o, var_o, ref_o, a_o) or
+                _same_as(np.where(empty, 0, got_l), np.where(np.isfinite(var_l), var_l, 0), ref_lf, a_l))
 
     with np.errstate(all="ignore"):
         for other_causal, other_lens, key in ((not causal, lens, "causal_ignored"), (causal, None, "kv_lens_ignored")):
@@ -345,6 +389,12 @@ def _forward_hint(got_o, got_l, q, k, v, lens, causal, scale, rate, mag, mag_l, 
                 var_o, var_l = online.blocked_forward(q, k, v, scale=scale, kv_lens=lens, causal=causal,
                                                       block_n=block, block_m=bm, mistake=mistake)
                 if matches(var_o, var_l):
+                    return _named(key)
+        if row_group:  # the lanes of the register-tiled kernel
+            for mistake, key in _TILED_VARIANTS.items():
+                var_o, var_l = online.tiled_forward(q, k, v, scale=scale, kv_lens=lens, causal=causal, block_n=bn,
+                                                    row_group=row_group, mistake=mistake)
+                if matches(var_o, var_l, own_scale=True):
                     return _named(key)
         # a mask after the max in a kernel that divides by l = 0: NaN where the emulation gives 0
         var_o, _ = online.blocked_forward(q, k, v, scale=scale, kv_lens=lens, causal=causal, block_n=bn,

@@ -323,7 +323,7 @@ def check_conv(launch, *, name="3x3 convolution + bias + ReLU", relu=True, tile=
 
 def _ln_shapes(max_n):
     big = 1000 if not on_simulator() else 127
-    shapes = [("odd length", (5, 33)), ("7 x 7", (7, 7)), ("long rows", (3, min(big, max_n))),
+    shapes = [("odd length", (5, 33)), ("7 x 7", (7, 7)), ("a multiple of 4", (4, 36)), ("long rows", (3, min(big, max_n))),
               ("very long rows", (2, max_n)), ("rows of length 1", (3, 1))]
     seen, out = set(), []
     for label, (r, n) in shapes:

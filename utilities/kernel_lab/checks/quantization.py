@@ -17,6 +17,11 @@ when the wrong result is exactly what that mistake produces:
 * saturation missing (codes wrapped instead of clamped); -128 produced by a symmetric quantizer;
 * the zero point not clamped to [0, 255];
 * INT4: nibble order swapped, wrong sign extension, the odd last value dropped;
+* the fast forms (four values per 16-byte access, codes four to a 32-bit word): the ``n % 4`` tail
+  not written, the last partial tile skipped, a misaligned 16-byte access, the bytes of a word in
+  reversed order, and a byte read back with a shift pair that Numba computes in 64 bits
+  (``(p << 24) >> 24``: right in the simulator, wrong on a GPU; :func:`check_byte_value` finds it
+  on the CPU with Numba's own typing);
 * ternary: packing order, the code of -1; GEMMs: the last K word skipped, group scales misplaced.
 
 Outputs are poisoned first: floats with NaN, integer codes with the bitwise complement of the right
@@ -69,11 +74,27 @@ def _out(shape, dtype, want=None):
     return cuda.to_device(host)
 
 
+MISALIGNED_HINT = ("a 16-byte access (load4/store4) at an index that is not a multiple of 4: load4(x, 4 * w), not "
+                   "load4(x, w) (the index counts floats, and the address must be a multiple of 16 bytes). INT4: use "
+                   "load4 only when cols % 4 == 0 (other rows do not start on 16 bytes), and only inside the row.")
+
+
+def _misaligned(name, text):
+    gpu = "" if "load4" in text or "store4" in text else (
+        "\nThis error ends the GPU context: restart the notebook's kernel before running anything else.")
+    return CheckFailed(f"{name}: misaligned 16-byte access ({text.strip().splitlines()[0][:300]}).\nHint: "
+                       + MISALIGNED_HINT + gpu)
+
+
 def _run(name, launch, *args):
+    from ..vector_loads import MisalignedVectorAccess
+
     try:
         launch(*args)
     except NotImplementedError as exc:
         raise _not_done(name, exc) from None
+    except MisalignedVectorAccess as exc:  # the simulator's load4/store4 check the alignment
+        raise _misaligned(name, str(exc)) from None
     except (ValueError, OverflowError) as exc:  # the simulator refuses what a GPU silently garbles
         text = str(exc)
         if "NaN" in text and "integer" in text:
@@ -82,10 +103,21 @@ def _run(name, launch, *args):
         if "out of bounds for" in text:
             raise CheckFailed(f"{name}: a value outside the integer type's range was stored ({text}).\nHint: "
                               + SATURATION_HINT) from None
+        if "misaligned" in text.lower() and ("load4" in text or "store4" in text):  # wrapped by the simulator
+            raise _misaligned(name, text) from None
+        raise
+    except Exception as exc:  # noqa: BLE001 - a GPU reports a misaligned address as a CUDA error
+        if "MISALIGNED" in str(exc).upper():
+            raise _misaligned(name, str(exc)) from None
         raise
     from numba import cuda
 
-    cuda.synchronize()
+    try:
+        cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - the kernel's fault surfaces here on a GPU
+        if "MISALIGNED" in str(exc).upper():
+            raise _misaligned(name, str(exc)) from None
+        raise
 
 
 def _where(mask, limit=3):
@@ -161,6 +193,95 @@ def _code_hints(got, x, scale, lo, hi, offset=0):
     return hints
 
 
+def _word_layout_hints(got, want, n, what):
+    """The mistakes of kernels that handle four values per thread (a 32-bit word of codes, a
+    16-byte vector of floats): the ``n % 4`` tail, the last partial tile, the byte order."""
+    got, want = np.asarray(got), np.asarray(want)
+    wrong = got != want
+    if got.dtype.kind == "f":
+        wrong = ~((got == want) | (np.isnan(got) & np.isnan(want)))
+    if not wrong.any():
+        return []
+    whole = 4 * (n // 4)
+    idx = np.flatnonzero(wrong)
+    if whole and n % 4 and idx[0] >= whole:
+        return [f"only the last n % 4 = {n % 4} {what} are wrong (indices {whole}..{n - 1}). In a kernel that takes "
+                "four values at a time (a 32-bit word of codes, a 16-byte vector), they are the tail: they have no "
+                "whole word, and need the scalar path: thread t of the grid does value 4 * (n // 4) + t (if it "
+                "exists), one value at a time."]
+    if whole >= 8 and _same(got[:whole].reshape(-1, 4)[:, ::-1], want[:whole].reshape(-1, 4)):
+        return ["byte order reversed within each word: byte k of word w is element 4w + k (little-endian: the "
+                "first value in the LOW byte, code0 | code1 << 8 | code2 << 16 | code3 << 24)."]
+    first, last = int(idx[0]), int(idx[-1])
+    if 0 < first and last < whole and wrong[first:whole].mean() >= 0.5:  # (a thread or so may still fit a whole tile)
+        return [f"{int(wrong.sum())} {what} between {first} and {whole - 1} (the last words before the tail) are "
+                "wrong, everything before them right: the last, partial tile was skipped. Where fewer than four "
+                "words a block apart are left (w + 3 * nb >= number of words), the thread still does the words "
+                "that exist, one at a time."]
+    return []
+
+
+def _int64_shift_hint(got, q, scale):
+    """The GPU's result of ``float32((p << 24) >> 24)`` etc. with p an int32 word: Numba computes the
+    shift of an int32 by an int in int64, so byte k < 3 comes out as ``float32(p >> 8k)``."""
+    whole = 4 * (q.size // 4)
+    if whole == 0:
+        return []
+    words = np.ascontiguousarray(q[:whole]).view(np.int32).astype(np.int64)
+    wide = np.stack([(words >> (8 * k)).astype(np.float32) * np.float32(scale) for k in range(4)], 1)
+    wide[:, 3] = q[:whole].reshape(-1, 4)[:, 3].astype(np.float32) * np.float32(scale)
+    with np.errstate(invalid="ignore"):
+        if np.allclose(got[:whole].reshape(-1, 4), wide, rtol=1e-6, atol=0) and not np.array_equal(
+                wide.ravel(), ref.int8_dequantize_f32(q[:whole], scale)):
+            return [BYTE_SHIFT_HINT]
+    return []
+
+
+BYTE_SHIFT_HINT = ("bytes 0-2 of each word came out as (word >> 8k) itself, not sign-extended: the shift pair "
+                   "(p << 24) >> 24 is computed in 64 bits (Numba types int32 << int as int64), where it changes "
+                   "nothing. The simulator computes in NumPy's int32 and hides it. Use masks, right in any width: "
+                   "b = (p >> (8 * k)) & 0xFF, then b - ((b & 0x80) << 1) (bit 7 weighs -128).")
+
+
+def check_byte_value(byte_value, *, name: str = "byte_value") -> None:
+    """``byte_value(p, k)``: byte ``k`` (0..3) of the int32 word ``p`` as a signed value (float32),
+    checked for every byte value at every position **on the CPU with Numba** (``numba.njit`` of the
+    device function's Python source). Numba types integer arithmetic the same way on the CPU and
+    the GPU, so this sees what the simulator (NumPy's int32) hides: a shift computed in 64 bits."""
+    import numba
+
+    fn = getattr(byte_value, "py_func", byte_value)
+    require_callable(fn, "byte_value")
+    try:
+        cpu = numba.njit(fn)
+        cpu(np.int32(0), 0)
+    except NotImplementedError as exc:
+        raise _not_done(name, exc) from None
+    except Exception as exc:  # noqa: BLE001 - a function Numba's CPU target cannot compile: say so, skip
+        print(f"{name}: not checked on the CPU (Numba's CPU target could not compile it: "
+              f"{type(exc).__name__}); the dequantizer's check below still runs")
+        return
+    rng = np.random.default_rng(0)
+    for k in range(4):
+        words = rng.integers(-2**31, 2**31, 256, dtype=np.int64).astype(np.int32)
+        u = words.view(np.uint32) & ~np.uint32(0xFF << (8 * k))
+        words = (u | (np.arange(256, dtype=np.uint32) << np.uint32(8 * k))).view(np.int32)
+        want = np.arange(256, dtype=np.uint8).view(np.int8).astype(np.float32)
+        got = np.array([cpu(w, k) for w in words], np.float64)
+        if np.array_equal(got, want.astype(np.float64)):
+            continue
+        bad = int(np.flatnonzero(got != want)[0])
+        hints = []
+        if k < 3 and np.array_equal(got, (words.astype(np.int64) >> (8 * k)).astype(np.float32).astype(np.float64)):
+            hints.append(BYTE_SHIFT_HINT)
+        elif np.array_equal(got, np.arange(256, dtype=np.float64)):
+            hints.append("the byte came out unsigned (0..255): sign-extend it, bit 7 weighs -128.")
+        raise CheckFailed("\n".join([f"{name} (byte {k}, Numba on the CPU): {int((got != want).sum())} of 256 "
+                                     f"byte values wrong, first word {int(words[bad]):#010x}: expected "
+                                     f"{float(want[bad])!r}, got {got[bad]!r}"] + ["Hint: " + h for h in hints]))
+    print(f"{name}: right for all 256 byte values at all 4 positions (Numba's typing, on the CPU)")
+
+
 # ================================================================================================
 # 05.1 symmetric INT8, per tensor
 
@@ -200,7 +321,7 @@ def check_int8_quantize(launch, *, name: str = "int8 quantize", given_amax: bool
     require_callable(launch, "launch")
     seed = _seed(seed)
     rng = np.random.default_rng(seed)
-    sizes = sizes or [("block-1", 255), ("3 blocks+7", 775), ("large", 3001 if on_simulator() else 1 << 22)]
+    sizes = sizes or [("block-1", 255), ("3 blocks+7", 775), ("large", 3001 if on_simulator() else (1 << 22) + 13)]
     kinds = ["ties", "normal", "zeros"] + (["clipped"] if given_amax else [])
     for label, n in sizes:
         for kind in kinds:
@@ -229,7 +350,8 @@ def check_int8_quantize(launch, *, name: str = "int8 quantize", given_amax: bool
                 raise CheckFailed("\n".join([f"{name} ({case}): scale {float(got_s)!r}, expected {float(want_s)!r} "
                                              f"(absmax {float(amax)!r} / 127) [seed={seed}]"] + ["Hint: " + h for h in hints]))
             if not np.array_equal(got_q, want_q):
-                _fail(name, case, got_q, want_q, _code_hints(got_q, x, want_s, -127, 127), seed)
+                _fail(name, case, got_q, want_q, _word_layout_hints(got_q, want_q, n, "codes")
+                      or _code_hints(got_q, x, want_s, -127, 127), seed)
     progress.passed(name)
     print(f"{name}: bit-exact for all {len(sizes)} sizes ({', '.join(lb for lb, _ in sizes)}) and inputs "
           f"({', '.join(kinds)})")
@@ -240,7 +362,7 @@ def check_int8_dequantize(launch, *, name: str = "int8 dequantize", sizes=None, 
     require_callable(launch, "launch")
     seed = _seed(seed)
     rng = np.random.default_rng(seed)
-    sizes = sizes or [("1", 1), ("3 blocks+7", 775), ("large", 3001 if on_simulator() else 1 << 22)]
+    sizes = sizes or [("1", 1), ("3 blocks+7", 775), ("large", 3001 if on_simulator() else (1 << 22) + 13)]
     for label, n in sizes:
         q = rng.integers(-127, 128, n).astype(np.int8)
         q[: min(n, 3)] = np.array([-127, 127, 0], np.int8)[: min(n, 3)]
@@ -251,8 +373,10 @@ def check_int8_dequantize(launch, *, name: str = "int8 dequantize", sizes=None, 
         got = out.copy_to_host()
         if np.array_equal(got, want):
             continue
-        hints = []
-        if _same(got, (q.astype(np.uint8).astype(np.float32) * scale).astype(np.float32)):
+        hints = _word_layout_hints(got, want, n, "values") or _int64_shift_hint(got, q, scale)
+        if hints:
+            pass
+        elif _same(got, (q.astype(np.uint8).astype(np.float32) * scale).astype(np.float32)):
             hints.append("negative codes came out as large positive values: q was read as unsigned (uint8). "
                          "Convert the int8 value itself: float32(q[i]) * scale.")
         elif np.isnan(got).any():
@@ -354,8 +478,13 @@ def _swap_nibbles(p):
 
 
 def int4_shapes():
+    """Odd widths and widths that are not multiples of 4 (the scalar path of a kernel with 16-byte
+    accesses), then widths that are (its vector path): a last group of 4 values (132), several
+    groups, a row of 1025 quads (past a whole tile of four quads per thread for blocks of 256
+    threads, then a partial tile), and a row of a single quad."""
     return [("1 x 1", (1, 1)), ("3 x 127", (3, 127)), ("3 x 129", (3, 129)), ("4 x 256", (4, 256)),
-            ("5 x 301", (5, 301))]
+            ("5 x 301", (5, 301)), ("2 x 132", (2, 132)), ("3 x 264", (3, 264)), ("2 x 4100", (2, 4100)),
+            ("2 x 4", (2, 4))]
 
 
 def check_int4_quantize(launch, *, name: str = "int4 quantize", shapes=None, seed=None) -> None:

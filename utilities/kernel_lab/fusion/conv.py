@@ -19,7 +19,11 @@ The variants, one idea each (the notebook predicts, then measures, each one's ef
 * :data:`conv_smem_tile`: per input channel, the block's input tile with its one-pixel halo staged
   in shared memory ((T+2) x (T+2) values for T x T outputs), plus the weights;
 * :data:`conv_register_blocked`: each thread computes COB output channels x PX adjacent pixels,
-  reusing each loaded input COB times and each weight PX times.
+  reusing each loaded input COB times and each weight PX times;
+* :func:`igemm_launcher`: the convolution as an implicit GEMM on CUDA cores, ``y[b] = W' @ im2col(x[b])``
+  with im2col never stored: module 02's warp-tiled, double-buffered SGEMM (``kl.sgemm.warptile_parts``)
+  with a B loader that gathers x on the fly (:func:`igemm_kernel`'s ``gather_x``) and a bias + ReLU
+  epilogue; the weights reordered once by :func:`prepare_weights`.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import hashlib
 import numpy as np
 
 from ..sizes import sizes as _sizes
+from ..environment import on_simulator
 from ..validate import KernelLabArgumentError
 
 from numba import cuda, float32  # noqa: E402  (kernel_lab chose GPU or simulator already)
@@ -371,6 +376,258 @@ def launch_register_blocked(y, x, w, bias):
     b, cout, h, wd = y.shape
     blocks = (-(-wd // (RB_TX * PX)), -(-h // RB_TY), b * -(-cout // COB))
     conv_register_blocked[blocks, (RB_TX, RB_TY)](x, w, bias, y)
+
+
+
+# --- 8. implicit GEMM on CUDA cores: module 02's warp-tiled SGEMM, B gathered from x ------------
+#
+# Per image b, the convolution is one GEMM:  Y_b = W' @ X_b,  with
+#   Y_b  (C_out x H*W)  = y[b] as it lies in memory (NCHW: row o is output channel o's plane),
+#   W'   (C_out x K)    = the weights with K = 9 * C_pad ordered (i, j, c): W'[o, (3 i + j) C_pad + c]
+#                         = w[o, c, i, j] (C_pad: C_in rounded up to the K step BK, zeros beyond C_in),
+#   X_b  (K x H*W)      = im2col(x[b]), never stored: X_b[(3 i + j) C_pad + c, p] = x[b, c, h + i - 1,
+#                         w + j - 1] for p = h W + w, 0 outside the image (the padding) or for c >= C_in.
+# This is the brief's "M = pixels, N = C_out" GEMM transposed (Y^T = X^T W'^T): with NCHW the pixel
+# index is the contiguous one of both x and y, so pixels are the GEMM's columns here, the gathered
+# rows of X_b are contiguous runs of x (coalesced loads) and the results are stored as module 02
+# stores C, 16 bytes at a time. Ordering K as (i, j, c) with C_pad a multiple of BK makes every BK-step
+# of K one window position (i, j) and BK consecutive channels: the padding test and the address's
+# window offset are worked out once per tile, and each element costs one load.
+#
+# The GEMM parts (A = W' loads, shared-memory stages, the warp-tiled multiply-adds, double
+# buffering with two tiles per trip) are module 02's (kl.sgemm.warptile_parts); only the B loader
+# (gather_x / stash_x) and the NCHW epilogue are new.
+
+IGEMM_TILES = _sizes(
+    gpu=dict(c=dict(bm=64, bn=128, bk=16, wm=64, wn=32, tm=8, tn=4, threads=128, max_registers=168)),
+    sim=dict(c=dict(bm=32, bn=32, bk=8, wm=32, wn=16, tm=4, tn=4, threads=64)),
+).c
+
+
+def igemm_tiles(**kw):
+    """A double-buffered :class:`kernel_lab.sgemm.GemmTiles` for the implicit GEMM: bm tiles C_out,
+    bn tiles the pixels of one image, bk the (window position, channel) axis."""
+    from ..sgemm import GemmTiles
+
+    return GemmTiles(**{**IGEMM_TILES, **kw, "double_buffer": True})
+
+
+def padded_cin(cin: int, bk: int) -> int:
+    """C_in rounded up to a multiple of the K step, so that no K-tile straddles two window positions."""
+    return -(-cin // bk) * bk
+
+
+@cuda.jit
+def reorder_weights(w, wt, cin, cpad):
+    """wt[o, (3 i + j) * cpad + c] = w[o, c, i, j]; 0 for c >= cin. One thread per element of wt."""
+    e = cuda.grid(1)
+    cout = w.shape[0]
+    if e < cout * 9 * cpad:
+        o, k = e // (9 * cpad), e % (9 * cpad)
+        ij, c = k // cpad, k % cpad
+        wt[e] = w[o, c, ij // 3, ij % 3] if c < cin else float32(0)
+
+
+def prepare_weights(w, bk: int):
+    """W' (C_out x 9 C_pad, flat, on the device) from w (C_out x C_in x 3 x 3): one small kernel. A
+    layer's weights change only when it is trained, so this runs once, outside the timed call."""
+    w = cuda.to_device(np.ascontiguousarray(w)) if isinstance(w, np.ndarray) else w
+    cout, cin = w.shape[0], w.shape[1]
+    cpad = padded_cin(cin, bk)
+    wt = cuda.device_array(cout * 9 * cpad, np.float32)
+    reorder_weights[-(-wt.size // EW_THREADS), EW_THREADS](w, wt, np.int32(cin), np.int32(cpad))
+    return wt
+
+
+_IGEMM_KERNELS: dict = {}
+
+
+def igemm_kernel(cfg, gather=None):
+    """The implicit-GEMM kernel for tile configuration ``cfg`` (a double-buffered GemmTiles), built
+    from module 02's parts. ``gather`` replaces the package's :func:`gather_x`-style loader (a device
+    function with its signature)."""
+    from .. import sgemm
+
+    key = (cfg, gather)
+    if key in _IGEMM_KERNELS:
+        return _IGEMM_KERNELS[key]
+    if not cfg.double_buffer:
+        raise KernelLabArgumentError("the implicit GEMM is built on the double-buffered loop: double_buffer=True")
+    parts = sgemm.warptile_parts(cfg)
+    BM, BN, BK, TM, TN, THREADS = cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn, cfg.threads
+    WMI, WNI = cfg.wm_iter, cfg.wn_iter
+    RM, RN, RA, RB = parts.rm, parts.rn, parts.ra, parts.rb
+    # The gathered B tile (BK x BN): TPR threads side by side on a row, each on one pixel column
+    # (neighbouring lanes on neighbouring pixels: coalesced); RP rows per pass. A thread keeps the
+    # same NQ columns for the whole K loop, so their (h, w) are worked out once per block.
+    TPR = min(THREADS, BN)
+    RP = THREADS // TPR
+    NQ, NR = BN // TPR, BK // RP
+    if THREADS % TPR or BN % TPR or BK % RP or NQ * NR != RB:
+        raise KernelLabArgumentError(f"{cfg.label()}: the gather needs threads a multiple of bn or bn of threads")
+    fetch_a, stash_a, compute_stage, lane_map, st4 = (parts.fetch_a, parts.stash_a, parts.compute_stage,
+                                                      parts.lane_map, parts.st4)
+    FAR = -(1 << 20)  # a row that is never inside the image: columns past the last pixel read 0
+
+    @cuda.jit(device=True, inline="always")
+    def gather_x(x, rb, xb, c0, di, dj, ph, pw, cin, h, wd, t):
+        """Device memory -> registers: this thread's share of the next BK x BN tile of X_b = im2col(x[b]).
+        The tile is one window offset (di, dj) = (i - 1, j - 1) and channels c0 .. c0 + BK - 1; x[b]
+        starts at xb; the thread's pixels are (ph[u], pw[u]), its rows r0, r0 + RP, ..."""
+        r0 = t // TPR
+        hw = h * wd
+        for u in range(NQ):
+            hh, ww = ph[u] + di, pw[u] + dj
+            rows = cin - c0 - r0  # rows of this thread still inside C_in (C_pad may be larger)
+            if not (0 <= hh and hh < h and 0 <= ww and ww < wd):
+                rows = 0  # the padding: the whole column of this tile is 0, one test per tile
+            # An unsigned index (Numba then skips the wrap-around test for negative indices): the
+            # first element of this thread's column, or the image's start where nothing is loaded.
+            idx = np.uint64(xb + (c0 + r0) * hw + hh * wd + ww if rows > 0 else xb)
+            if rows >= NR * RP:  # the usual case, a pixel inside and every channel real: no tests
+                for v in range(NR):
+                    rb[u * NR + v] = x[idx]
+                    idx += np.uint64(RP * hw)  # the next row of the tile: RP channels further
+            else:
+                for v in range(NR):
+                    rb[u * NR + v] = x[idx] if v * RP < rows else float32(0)
+                    idx += np.uint64(RP * hw)
+
+    GATHER = gather or gather_x
+
+    @cuda.jit(device=True, inline="always")
+    def stash_x(b_t, s, rb, t):
+        """Registers -> shared stage s, as gathered (lanes on neighbouring columns: no bank conflicts)."""
+        r0, q0 = t // TPR, t % TPR
+        for u in range(NQ):
+            for v in range(NR):
+                b_t[s, r0 + v * RP, q0 + u * TPR] = rb[u * NR + v]
+
+    @cuda.jit(device=True, inline="always")
+    def gather_next(x, rb, xb, kpos, ph, pw, cin, cpad, h, wd, t):
+        """Gather the tile at kpos = (c0, i, j), then step kpos on by BK channels (wrapping to the
+        next window position): no division in the loop."""
+        GATHER(x, rb, xb, kpos[0], kpos[1] - 1, kpos[2] - 1, ph, pw, cin, h, wd, t)
+        kpos[0] += BK
+        if kpos[0] == cpad:
+            kpos[0] = 0
+            kpos[2] += 1
+            if kpos[2] == 3:
+                kpos[2] = 0
+                kpos[1] += 1
+
+    @cuda.jit(device=True, inline="always")
+    def one_tile(wt, x, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, m, kk, t, wr, wc, tr, tc, fast, k0, s,
+                 xb, kpos, ph, pw, cin, cpad, h, wd):
+        """Module 02's double-buffering step: compute stage s while the next tile travels."""
+        more = k0 + BK < kk
+        if more:
+            fetch_a(wt, ra, row0, k0 + BK, m, kk, t, fast)
+            gather_next(x, rb, xb, kpos, ph, pw, cin, cpad, h, wd, t)
+        compute_stage(a_t, b_t, s, acc, a_reg, b_reg, wr, wc, tr, tc)
+        if more:
+            stash_a(a_t, 1 - s, ra, t)
+            stash_x(b_t, 1 - s, rb, t)
+        cuda.syncthreads()
+
+    @cuda.jit(device=True, inline="always")
+    def main_loop(wt, x, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, m, kk, t, wr, wc, tr, tc, fast,
+                  xb, ph, pw, cin, cpad, h, wd):
+        kpos = cuda.local.array(3, np.int32)  # (c0, i, j) of the next tile to gather
+        kpos[0], kpos[1], kpos[2] = 0, 0, 0
+        fetch_a(wt, ra, row0, 0, m, kk, t, fast)
+        gather_next(x, rb, xb, kpos, ph, pw, cin, cpad, h, wd, t)
+        stash_a(a_t, 0, ra, t)
+        stash_x(b_t, 0, rb, t)
+        cuda.syncthreads()
+        for k0 in range(0, kk, 2 * BK):  # two tiles per trip: each half's stage is a constant
+            one_tile(wt, x, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, m, kk, t, wr, wc, tr, tc, fast, k0, 0,
+                     xb, kpos, ph, pw, cin, cpad, h, wd)
+            if k0 + BK < kk:
+                one_tile(wt, x, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, m, kk, t, wr, wc, tr, tc, fast,
+                         k0 + BK, 1, xb, kpos, ph, pw, cin, cpad, h, wd)
+
+    jit_options = {"max_registers": cfg.max_registers} if cfg.max_registers else {}
+
+    @cuda.jit(**jit_options)
+    def conv_igemm(x, wt, bias, y, cin, cpad, cout, h, wd, vec_ok):
+        # x: B*C_in*H*W flat; wt: W' (C_out x 9 cpad) flat; y: B*C_out*H*W flat
+        a_t = cuda.shared.array((2, BK, BM), float32)
+        b_t = cuda.shared.array((2, BK, BN), float32)
+        t = cuda.threadIdx.x
+        wr, wc, tr, tc = lane_map(t // 32, t % 32)
+        row0, col0, img = cuda.blockIdx.x * BM, cuda.blockIdx.y * BN, cuda.blockIdx.z
+        hw = h * wd
+        kk = 9 * cpad
+        ph = cuda.local.array(NQ, np.int32)
+        pw = cuda.local.array(NQ, np.int32)
+        for u in range(NQ):  # this thread's pixel columns of the B tile: (h, w) once per block
+            p = col0 + t % TPR + u * TPR
+            ph[u] = p // wd if p < hw else FAR
+            pw[u] = p % wd
+        acc = cuda.local.array((RM, RN), float32)
+        a_reg = cuda.local.array(RM, float32)
+        b_reg = cuda.local.array(RN, float32)
+        ra = cuda.local.array(RA, float32)
+        rb = cuda.local.array(RB, float32)
+        for i in range(RM):
+            for j in range(RN):
+                acc[i, j] = 0
+        xb = img * cin * hw
+        if row0 + BM <= cout:  # W' rows all inside: 16-byte loads (9 cpad is a multiple of 4)
+            main_loop(wt, x, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, cout, kk, t, wr, wc, tr, tc, True,
+                      xb, ph, pw, cin, cpad, h, wd)
+        else:
+            main_loop(wt, x, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, cout, kk, t, wr, wc, tr, tc, False,
+                      xb, ph, pw, cin, cpad, h, wd)
+        yb = img * cout * hw  # y[b] is Y_b, C_out x H*W row-major: module 02's store, bias + ReLU first
+        for wi in range(WMI):
+            for wj in range(WNI):
+                r0 = row0 + wr + wi * 8 * TM + tr * TM
+                q0 = col0 + wc + wj * 4 * TN + tc * TN
+                for i in range(TM):
+                    o = r0 + i
+                    if o < cout:
+                        bo = bias[o]
+                        if vec_ok and q0 + TN <= hw:
+                            for j in range(0, TN, 4):
+                                a0 = wi * TM + i
+                                b0 = wj * TN + j
+                                st4(y, yb + o * hw + q0 + j, max(acc[a0, b0] + bo, float32(0)),
+                                    max(acc[a0, b0 + 1] + bo, float32(0)), max(acc[a0, b0 + 2] + bo, float32(0)),
+                                    max(acc[a0, b0 + 3] + bo, float32(0)))
+                        else:
+                            for j in range(TN):
+                                if q0 + j < hw:
+                                    y[yb + o * hw + q0 + j] = max(acc[wi * TM + i, wj * TN + j] + bo, float32(0))
+
+    _IGEMM_KERNELS[key] = conv_igemm
+    return conv_igemm
+
+
+def igemm_launcher(cfg=None, *, prepared=False, gather=None):
+    """``launch(y, x, w, bias)`` for the implicit GEMM with tile configuration ``cfg`` (default
+    :data:`IGEMM_TILES`). ``prepared=False``: ``w`` is C_out x C_in x 3 x 3 and W' is made in the
+    call (one more small kernel, counted in its time); ``prepared=True``: ``w`` is already
+    ``prepare_weights(w, cfg.bk)``, made once outside."""
+    cfg = cfg or igemm_tiles()
+    kernel = igemm_kernel(cfg, gather)
+
+    def launch(y, x, w, bias):
+        b, cin, h, wd = x.shape
+        cout = y.shape[1]
+        wt = w if prepared else prepare_weights(w, cfg.bk)
+        cpad = padded_cin(cin, cfg.bk)
+        if wt.size != cout * 9 * cpad:
+            raise KernelLabArgumentError(f"prepared weights have {wt.size} values, expected C_out x 9 x C_pad = "
+                                         f"{cout} x 9 x {cpad}: prepare_weights(w, bk={cfg.bk})")
+        vec_ok = (h * wd) % 4 == 0 and (on_simulator() or y.__cuda_array_interface__["data"][0] % 16 == 0)
+        grid = (-(-cout // cfg.bm), -(-(h * wd) // cfg.bn), b)
+        kernel[grid, cfg.threads](x.reshape(x.size), wt, bias, y.reshape(y.size), np.int32(cin), np.int32(cpad),
+                                  np.int32(cout), np.int32(h), np.int32(wd), vec_ok)
+    launch.config = cfg
+    launch.kernel = kernel
+    return launch
 
 
 VARIANTS = {

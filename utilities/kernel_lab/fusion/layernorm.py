@@ -10,28 +10,34 @@ For each row ``r`` of ``x`` (R x N, float32 or float16)::
 ``mean`` and ``rstd`` (float32) are saved for the backward pass, which needs them and would
 otherwise read x again. Statistics are accumulated in float32 whatever x's format.
 
-Two kernels: one warp per row (rows up to ``32 * WARP_VALUES`` long; a row's values stay in the
-lanes' registers between the statistics and the normalisation) and one block per row (rows up to
-``BLOCK * BLOCK_VALUES``). :func:`launch_layernorm_gelu` picks by the row length. The statistics
-are Welford's running (count, mean, M2), combined across lanes with warp shuffles by Chan's rule,
-which does not lose the variance to cancellation the way ``E[x^2] - E[x]^2`` can.
+Kernels: one warp per row (rows up to ``32 * WARP_VALUES`` long; a row's values stay in the lanes'
+registers between the statistics and the normalisation) and one block per row (rows up to
+``block_row_limit(threads)``), each compiled per row-length class, with one value per access and
+with four (``load4``/``store4``); :func:`launch_layernorm_gelu` picks by the row length. Each lane
+gets its (count, mean, M2) from its registers in two passes, and the lanes' statistics combine by
+Chan's rule with warp shuffles, which does not lose the variance to cancellation the way
+``E[x^2] - E[x]^2`` can. The first version (Welford's update as each value arrives) is kept for
+03.3's measurement of why every load comes first.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from ..sizes import sizes as _sizes
+from ..vector_loads import load4, store4
 from ..validate import KernelLabArgumentError
 
 from numba import cuda, float32  # noqa: E402  (kernel_lab chose GPU or simulator already)
 
-_S = _sizes(gpu=dict(warp_values=32, block=256, block_values=32, warps_per_block=4),
-            sim=dict(warp_values=4, block=64, block_values=4, warps_per_block=2))
+_S = _sizes(gpu=dict(warp_values=32, block=256, block_small=128, block_values=32, warps_per_block=4),
+            sim=dict(warp_values=4, block=64, block_small=32, block_values=4, warps_per_block=2))
 WARP_VALUES = _S.warp_values  # values per lane in the warp-per-row kernel: rows up to 32 * this
-BLOCK = _S.block  # threads of the block-per-row kernel
+BLOCK = _S.block  # threads of the block-per-row kernel (the default; block_threads() picks by row length)
+BLOCK_SMALL = _S.block_small
 BLOCK_WARPS = BLOCK // 32  # a constant: the GPU compiler takes no expression as a shape
 BLOCK_VALUES = _S.block_values  # values per thread there: rows up to BLOCK * this
 WARPS_PER_BLOCK = _S.warps_per_block  # rows per block in the warp-per-row kernel
@@ -64,7 +70,13 @@ def bytes_moved(rows, n, itemsize) -> int:
 
 @cuda.jit(device=True, inline="always")
 def gelu(v):
-    return float32(0.5) * v * (float32(1) + math.tanh(float32(GELU_C) * (v + float32(0.044715) * v * v * v)))
+    """GELU's tanh form, written as ``v * sigmoid(2u)``: ``0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u))``,
+    the same function with one exponential and one division instead of libdevice's ``tanhf``, and
+    no cancellation where ``tanh(u)`` nears -1. The exponent is capped at 80 (e^80 ~ 5.5e34, inside
+    float32): the result is then v / 5.5e34, zero to float32 for any v GELU sees, and the simulator's
+    ``math.exp`` (Python's, which raises on overflow where the GPU returns inf) never overflows."""
+    u = float32(GELU_C) * (v + float32(0.044715) * v * v * v)
+    return v / (float32(1) + math.exp(min(float32(-2) * u, float32(80))))
 
 
 @cuda.jit(device=True, inline="always")
@@ -89,25 +101,315 @@ def warp_welford(n, mean, m2):
     return n, mean, m2
 
 
-# --- one warp per row --------------------------------------------------------------------------
+# --- the row in registers, every load first -----------------------------------------------------
+#
+# A row's values must stay in registers between the statistics and the outputs, so the number each
+# lane holds has to be a compile-time constant (a local array indexed by a runtime value lives in
+# local memory, off chip). The kernels are therefore made per row-length class, as production
+# LayerNorms are templated on the hidden size: ``values`` per lane, rows up to lanes * values.
+#
+# Every load is issued before any arithmetic. The first version of these kernels ran Welford's
+# per-element update as each value arrived (``mean += d / n``): each load then waited behind the
+# division that needed the previous one, so a warp had one load in flight instead of ``values``,
+# and the kernel reached a third of the copy roofline or less (``welford_per_element_*`` below keep
+# that version, which 03.3 measures beside the learner's). Loads past the row's end are clamped to
+# its last column rather than skipped: an unconditional load needs no branch, and the value is left
+# out of the statistics and never stored.
+
+
+def values_per_lane(n: int, lanes: int) -> int:
+    """How many of a row's ``n`` values each of ``lanes`` threads holds (at least one)."""
+    return max(1, -(-int(n) // lanes))
+
+
+@functools.cache
+def warp_kernel(values: int):
+    """One warp per row (``WARPS_PER_BLOCK`` rows per block), rows up to ``32 * values`` long."""
+    @cuda.jit(fastmath=True)
+    def layernorm_gelu_warp(x, gamma, beta, y, mean_out, rstd_out, eps):
+        v = cuda.local.array(values, float32)
+        g = cuda.local.array(values, float32)
+        b = cuda.local.array(values, float32)
+        lane = cuda.threadIdx.x % 32
+        row = cuda.blockIdx.x * (cuda.blockDim.x // 32) + cuda.threadIdx.x // 32
+        if row >= x.shape[0]:  # a whole warp leaves together: the shuffles below stay full
+            return
+        ncols = x.shape[1]
+        for k in range(values):  # every load first, nothing between them waits on memory
+            c = min(lane + 32 * k, ncols - 1)
+            v[k] = float32(x[row, c])
+            g[k] = gamma[c]
+            b[k] = beta[c]
+        cnt, total = float32(0), float32(0)
+        for k in range(values):
+            if lane + 32 * k < ncols:
+                cnt += float32(1)
+                total += v[k]
+        mean = total / cnt if cnt > float32(0) else float32(0)
+        m2 = float32(0)
+        for k in range(values):  # this lane's M2 about its own mean: no cancellation
+            if lane + 32 * k < ncols:
+                d = v[k] - mean
+                m2 += d * d
+        cnt, mean, m2 = warp_welford(cnt, mean, m2)
+        rstd = float32(1) / math.sqrt(m2 / float32(ncols) + float32(eps))
+        if lane == 0:
+            mean_out[row] = mean
+            rstd_out[row] = rstd
+        for k in range(values):
+            c = lane + 32 * k
+            if c < ncols:
+                y[row, c] = gelu((v[k] - mean) * rstd * g[k] + b[k])
+    return layernorm_gelu_warp
+
+
+@functools.cache
+def block_kernel(threads: int, values: int):
+    """One block of ``threads`` threads per row, rows up to ``threads * values`` long."""
+    warps = threads // 32
+
+    @cuda.jit(fastmath=True)
+    def layernorm_gelu_block(x, gamma, beta, y, mean_out, rstd_out, eps):
+        part = cuda.shared.array((3, warps), float32)  # each warp's (count, mean, M2)
+        stats = cuda.shared.array(2, float32)
+        v = cuda.local.array(values, float32)
+        g = cuda.local.array(values, float32)
+        b = cuda.local.array(values, float32)
+        t = cuda.threadIdx.x
+        lane, warp = t % 32, t // 32
+        row = cuda.blockIdx.x
+        ncols = x.shape[1]
+        for k in range(values):
+            c = min(t + threads * k, ncols - 1)
+            v[k] = float32(x[row, c])
+            g[k] = gamma[c]
+            b[k] = beta[c]
+        cnt, total = float32(0), float32(0)
+        for k in range(values):
+            if t + threads * k < ncols:
+                cnt += float32(1)
+                total += v[k]
+        mean = total / cnt if cnt > float32(0) else float32(0)
+        m2 = float32(0)
+        for k in range(values):
+            if t + threads * k < ncols:
+                d = v[k] - mean
+                m2 += d * d
+        cnt, mean, m2 = warp_welford(cnt, mean, m2)
+        if lane == 0:
+            part[0, warp], part[1, warp], part[2, warp] = cnt, mean, m2
+        cuda.syncthreads()
+        if warp == 0:  # the first warp combines the warps' partial statistics
+            if lane < warps:
+                cnt, mean, m2 = part[0, lane], part[1, lane], part[2, lane]
+            else:
+                cnt, mean, m2 = float32(0), float32(0), float32(0)
+            cnt, mean, m2 = warp_welford(cnt, mean, m2)
+            if lane == 0:
+                stats[0] = mean
+                stats[1] = float32(1) / math.sqrt(m2 / float32(ncols) + float32(eps))
+                mean_out[row] = stats[0]
+                rstd_out[row] = stats[1]
+        cuda.syncthreads()
+        mean, rstd = stats[0], stats[1]
+        for k in range(values):
+            c = t + threads * k
+            if c < ncols:
+                y[row, c] = gelu((v[k] - mean) * rstd * g[k] + b[k])
+    return layernorm_gelu_block
+
+
+def launch_warp_per_row(y, mean, rstd, x, gamma, beta, eps=EPS):
+    if x.shape[1] > 32 * WARP_VALUES:
+        raise KernelLabArgumentError(f"rows of {x.shape[1]}: one warp per row holds at most {32 * WARP_VALUES} "
+                                     "values in registers; use one block per row")
+    kernel = warp_kernel(values_per_lane(x.shape[1], 32))
+    kernel[-(-x.shape[0] // WARPS_PER_BLOCK), 32 * WARPS_PER_BLOCK](x, gamma, beta, y, mean, rstd, float32(eps))
+
+
+def block_row_limit(threads: int) -> int:
+    """The longest row a block of ``threads`` holds in registers: at most ``BLOCK_VALUES`` values
+    per thread, and at most 8192 values per block (three arrays of them per thread must fit the
+    SM's 65536 registers: 1024 threads get 64 registers each)."""
+    return threads * min(BLOCK_VALUES, max(1, 8192 // threads))
+
+
+def launch_block_per_row(y, mean, rstd, x, gamma, beta, eps=EPS, threads=BLOCK):
+    if threads % 32 or not 32 <= threads <= 1024:
+        raise KernelLabArgumentError(f"threads must be a multiple of 32 from 32 to 1024, got {threads}")
+    if x.shape[1] > block_row_limit(threads):
+        raise KernelLabArgumentError(f"rows of {x.shape[1]}: one block of {threads} threads per row holds at most "
+                                     f"{block_row_limit(threads)} values in registers (one read of x)")
+    kernel = block_kernel(threads, values_per_lane(x.shape[1], threads))
+    kernel[x.shape[0], threads](x, gamma, beta, y, mean, rstd, float32(eps))
+
+
+# --- four values per access: 16-byte loads (8 for float16) -----------------------------------------
+#
+# The kernels above spend most of their instructions on addresses, not arithmetic: every x[row, c],
+# gamma[c], beta[c] and y[row, c] costs Numba's 64-bit index arithmetic (and the wrap-around test
+# for negative indices), so a row element takes ~70 SASS instructions of which GELU is ~10; the GPU
+# then runs out of issue slots before it runs out of bandwidth (float16 and float32 rows take the
+# same time). ``load4``/``store4`` move four neighbouring values per instruction and per address.
+# A lane owns quads of columns (4q .. 4q + 3, q = lane, lane + 32, ...), still coalesced: a warp
+# reads 512 contiguous bytes of float32 per access. Rows must be a multiple of 4 long (so that every
+# row starts aligned); the launchers fall back to the one-value kernels otherwise.
+
+
+@functools.cache
+def warp_kernel_x4(quads: int):
+    """One warp per row, ``quads`` groups of four values per lane: rows up to ``128 * quads``."""
+    size = 4 * quads
+
+    @cuda.jit(fastmath=True)
+    def layernorm_gelu_warp_x4(x, gamma, beta, y, mean_out, rstd_out, eps):
+        v = cuda.local.array(size, float32)
+        g = cuda.local.array(size, float32)
+        b = cuda.local.array(size, float32)
+        lane = cuda.threadIdx.x % 32
+        row = cuda.blockIdx.x * (cuda.blockDim.x // 32) + cuda.threadIdx.x // 32
+        if row >= x.shape[0]:
+            return
+        nq = x.shape[1] // 4
+        for j in range(quads):
+            q = min(lane + 32 * j, nq - 1)
+            x0, x1, x2, x3 = load4(x, (row, 4 * q))
+            v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3] = float32(x0), float32(x1), float32(x2), float32(x3)
+            g[4 * j], g[4 * j + 1], g[4 * j + 2], g[4 * j + 3] = load4(gamma, 4 * q)
+            b[4 * j], b[4 * j + 1], b[4 * j + 2], b[4 * j + 3] = load4(beta, 4 * q)
+        cnt, total = float32(0), float32(0)
+        for j in range(quads):
+            if lane + 32 * j < nq:
+                cnt += float32(4)
+                total += (v[4 * j] + v[4 * j + 1]) + (v[4 * j + 2] + v[4 * j + 3])
+        mean = total / cnt if cnt > float32(0) else float32(0)
+        m2 = float32(0)
+        for j in range(quads):
+            if lane + 32 * j < nq:
+                for i in range(4):
+                    d = v[4 * j + i] - mean
+                    m2 += d * d
+        cnt, mean, m2 = warp_welford(cnt, mean, m2)
+        rstd = float32(1) / math.sqrt(m2 / float32(x.shape[1]) + float32(eps))
+        if lane == 0:
+            mean_out[row] = mean
+            rstd_out[row] = rstd
+        for j in range(quads):
+            q = lane + 32 * j
+            if q < nq:
+                k = 4 * j
+                store4(y, (row, 4 * q), gelu((v[k] - mean) * rstd * g[k] + b[k]),
+                       gelu((v[k + 1] - mean) * rstd * g[k + 1] + b[k + 1]),
+                       gelu((v[k + 2] - mean) * rstd * g[k + 2] + b[k + 2]),
+                       gelu((v[k + 3] - mean) * rstd * g[k + 3] + b[k + 3]))
+    return layernorm_gelu_warp_x4
+
+
+@functools.cache
+def block_kernel_x4(threads: int, quads: int):
+    """One block of ``threads`` per row, ``quads`` groups of four values per thread."""
+    warps, size = threads // 32, 4 * quads
+
+    @cuda.jit(fastmath=True)
+    def layernorm_gelu_block_x4(x, gamma, beta, y, mean_out, rstd_out, eps):
+        part = cuda.shared.array((3, warps), float32)
+        stats = cuda.shared.array(2, float32)
+        v = cuda.local.array(size, float32)
+        g = cuda.local.array(size, float32)
+        b = cuda.local.array(size, float32)
+        t = cuda.threadIdx.x
+        lane, warp = t % 32, t // 32
+        row = cuda.blockIdx.x
+        nq = x.shape[1] // 4
+        for j in range(quads):
+            q = min(t + threads * j, nq - 1)
+            x0, x1, x2, x3 = load4(x, (row, 4 * q))
+            v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3] = float32(x0), float32(x1), float32(x2), float32(x3)
+            g[4 * j], g[4 * j + 1], g[4 * j + 2], g[4 * j + 3] = load4(gamma, 4 * q)
+            b[4 * j], b[4 * j + 1], b[4 * j + 2], b[4 * j + 3] = load4(beta, 4 * q)
+        cnt, total = float32(0), float32(0)
+        for j in range(quads):
+            if t + threads * j < nq:
+                cnt += float32(4)
+                total += (v[4 * j] + v[4 * j + 1]) + (v[4 * j + 2] + v[4 * j + 3])
+        mean = total / cnt if cnt > float32(0) else float32(0)
+        m2 = float32(0)
+        for j in range(quads):
+            if t + threads * j < nq:
+                for i in range(4):
+                    d = v[4 * j + i] - mean
+                    m2 += d * d
+        cnt, mean, m2 = warp_welford(cnt, mean, m2)
+        if lane == 0:
+            part[0, warp], part[1, warp], part[2, warp] = cnt, mean, m2
+        cuda.syncthreads()
+        if warp == 0:
+            if lane < warps:
+                cnt, mean, m2 = part[0, lane], part[1, lane], part[2, lane]
+            else:
+                cnt, mean, m2 = float32(0), float32(0), float32(0)
+            cnt, mean, m2 = warp_welford(cnt, mean, m2)
+            if lane == 0:
+                stats[0] = mean
+                stats[1] = float32(1) / math.sqrt(m2 / float32(x.shape[1]) + float32(eps))
+                mean_out[row] = stats[0]
+                rstd_out[row] = stats[1]
+        cuda.syncthreads()
+        mean, rstd = stats[0], stats[1]
+        for j in range(quads):
+            q = t + threads * j
+            if q < nq:
+                k = 4 * j
+                store4(y, (row, 4 * q), gelu((v[k] - mean) * rstd * g[k] + b[k]),
+                       gelu((v[k + 1] - mean) * rstd * g[k + 1] + b[k + 1]),
+                       gelu((v[k + 2] - mean) * rstd * g[k + 2] + b[k + 2]),
+                       gelu((v[k + 3] - mean) * rstd * g[k + 3] + b[k + 3]))
+    return layernorm_gelu_block_x4
+
+
+def launch_warp_per_row_x4(y, mean, rstd, x, gamma, beta, eps=EPS):
+    """One warp per row with four values per access; rows not a multiple of 4 take the one-value kernel."""
+    if x.shape[1] % 4:
+        return launch_warp_per_row(y, mean, rstd, x, gamma, beta, eps)
+    if x.shape[1] > 32 * WARP_VALUES:
+        raise KernelLabArgumentError(f"rows of {x.shape[1]}: one warp per row holds at most {32 * WARP_VALUES} "
+                                     "values in registers; use one block per row")
+    kernel = warp_kernel_x4(values_per_lane(x.shape[1], 128))
+    kernel[-(-x.shape[0] // WARPS_PER_BLOCK), 32 * WARPS_PER_BLOCK](x, gamma, beta, y, mean, rstd, float32(eps))
+
+
+def launch_block_per_row_x4(y, mean, rstd, x, gamma, beta, eps=EPS, threads=BLOCK):
+    """One block per row with four values per access; rows not a multiple of 4 take the one-value kernel."""
+    if x.shape[1] % 4:
+        return launch_block_per_row(y, mean, rstd, x, gamma, beta, eps, threads)
+    if threads % 32 or not 32 <= threads <= 1024:
+        raise KernelLabArgumentError(f"threads must be a multiple of 32 from 32 to 1024, got {threads}")
+    if x.shape[1] > block_row_limit(threads):
+        raise KernelLabArgumentError(f"rows of {x.shape[1]}: one block of {threads} threads per row holds at most "
+                                     f"{block_row_limit(threads)} values in registers (one read of x)")
+    kernel = block_kernel_x4(threads, values_per_lane(x.shape[1], 4 * threads))
+    kernel[x.shape[0], threads](x, gamma, beta, y, mean, rstd, float32(eps))
+
+
+# --- the first version: Welford's update as each value arrives (measured in 03.3) ----------------
 
 
 @cuda.jit
-def layernorm_gelu_warp(x, gamma, beta, y, mean_out, rstd_out, eps):
+def welford_per_element_warp(x, gamma, beta, y, mean_out, rstd_out, eps):
     v = cuda.local.array(WARP_VALUES, float32)
     lane = cuda.threadIdx.x % 32
     row = cuda.blockIdx.x * (cuda.blockDim.x // 32) + cuda.threadIdx.x // 32
-    if row >= x.shape[0]:  # a whole warp leaves together: the shuffles below stay full
+    if row >= x.shape[0]:
         return
     ncols = x.shape[1]
     cnt, mean, m2 = float32(0), float32(0), float32(0)
-    for k in range(WARP_VALUES):  # the row's only read: lane, lane + 32, ... (coalesced)
+    for k in range(WARP_VALUES):
         c = lane + 32 * k
         if c < ncols:
             v[k] = float32(x[row, c])
             cnt += float32(1)
             d = v[k] - mean
-            mean += d / cnt
+            mean += d / cnt  # the next load waits for this division: one load in flight per lane
             m2 += d * (v[k] - mean)
     cnt, mean, m2 = warp_welford(cnt, mean, m2)
     rstd = float32(1) / math.sqrt(m2 / float32(ncols) + float32(eps))
@@ -120,76 +422,33 @@ def layernorm_gelu_warp(x, gamma, beta, y, mean_out, rstd_out, eps):
             y[row, c] = gelu((v[k] - mean) * rstd * gamma[c] + beta[c])
 
 
-def launch_warp_per_row(y, mean, rstd, x, gamma, beta, eps=EPS):
+def launch_welford_per_element(y, mean, rstd, x, gamma, beta, eps=EPS):
+    """The first version of the warp-per-row kernel (loads serialised behind Welford's divisions)."""
     if x.shape[1] > 32 * WARP_VALUES:
-        raise KernelLabArgumentError(f"rows of {x.shape[1]}: one warp per row holds at most {32 * WARP_VALUES} "
-                                     "values in registers; use one block per row")
-    layernorm_gelu_warp[-(-x.shape[0] // WARPS_PER_BLOCK), 32 * WARPS_PER_BLOCK](x, gamma, beta, y, mean, rstd,
-                                                                                 float32(eps))
-
-
-# --- one block per row -------------------------------------------------------------------------
-
-
-@cuda.jit
-def layernorm_gelu_block(x, gamma, beta, y, mean_out, rstd_out, eps):
-    part = cuda.shared.array((3, BLOCK_WARPS), float32)  # each warp's (count, mean, M2)
-    stats = cuda.shared.array(2, float32)
-    v = cuda.local.array(BLOCK_VALUES, float32)
-    t = cuda.threadIdx.x
-    lane, warp = t % 32, t // 32
-    row = cuda.blockIdx.x
-    ncols = x.shape[1]
-    cnt, mean, m2 = float32(0), float32(0), float32(0)
-    for k in range(BLOCK_VALUES):
-        c = t + BLOCK * k
-        if c < ncols:
-            v[k] = float32(x[row, c])
-            cnt += float32(1)
-            d = v[k] - mean
-            mean += d / cnt
-            m2 += d * (v[k] - mean)
-    cnt, mean, m2 = warp_welford(cnt, mean, m2)
-    if lane == 0:
-        part[0, warp], part[1, warp], part[2, warp] = cnt, mean, m2
-    cuda.syncthreads()
-    if warp == 0:  # the first warp combines the warps' partial statistics
-        if lane < BLOCK // 32:
-            cnt, mean, m2 = part[0, lane], part[1, lane], part[2, lane]
-        else:
-            cnt, mean, m2 = float32(0), float32(0), float32(0)
-        cnt, mean, m2 = warp_welford(cnt, mean, m2)
-        if lane == 0:
-            stats[0] = mean
-            stats[1] = float32(1) / math.sqrt(m2 / float32(ncols) + float32(eps))
-            mean_out[row] = stats[0]
-            rstd_out[row] = stats[1]
-    cuda.syncthreads()
-    mean, rstd = stats[0], stats[1]
-    for k in range(BLOCK_VALUES):
-        c = t + BLOCK * k
-        if c < ncols:
-            y[row, c] = gelu((v[k] - mean) * rstd * gamma[c] + beta[c])
-
-
-def launch_block_per_row(y, mean, rstd, x, gamma, beta, eps=EPS):
-    if x.shape[1] > BLOCK * BLOCK_VALUES:
-        raise KernelLabArgumentError(f"rows of {x.shape[1]}: one block per row holds at most {BLOCK * BLOCK_VALUES} "
-                                     "values in registers (one read of x)")
-    layernorm_gelu_block[x.shape[0], BLOCK](x, gamma, beta, y, mean, rstd, float32(eps))
+        raise KernelLabArgumentError(f"rows of {x.shape[1]}: at most {32 * WARP_VALUES} values per row")
+    welford_per_element_warp[-(-x.shape[0] // WARPS_PER_BLOCK), 32 * WARPS_PER_BLOCK](x, gamma, beta, y, mean, rstd,
+                                                                                      float32(eps))
 
 
 WARP_ROW_LIMIT = _sizes(gpu=dict(n=1024), sim=dict(n=64)).n  # the predicted crossover; 03.3's sweep measures it
 
 
+def block_threads(n: int) -> int:
+    """Threads of the block-per-row kernel for rows of ``n``: the fewest that hold the row (at most
+    ``BLOCK_VALUES`` values each). 03.3's sweep measured 128 threads ahead of 256 on rows of 2048 and
+    4096 on an H200 (more rows per SM, shorter barriers), and 256 for rows of 8192."""
+    return BLOCK_SMALL if n <= block_row_limit(BLOCK_SMALL) else BLOCK
+
+
 def launch_layernorm_gelu(y, mean, rstd, x, gamma, beta, eps=EPS):
     """One warp per row for short rows (many rows per block, no barrier), one block per row beyond
-    ``WARP_ROW_LIMIT`` (a warp alone would hold too many values per lane, and rows are few)."""
+    ``WARP_ROW_LIMIT`` (a warp alone would hold too many values per lane, and rows are few); both
+    with four values per access where the row length allows it."""
     check_arguments(y, mean, rstd, x, gamma, beta)
     if x.shape[1] <= WARP_ROW_LIMIT:
-        launch_warp_per_row(y, mean, rstd, x, gamma, beta, eps)
+        launch_warp_per_row_x4(y, mean, rstd, x, gamma, beta, eps)
     else:
-        launch_block_per_row(y, mean, rstd, x, gamma, beta, eps)
+        launch_block_per_row_x4(y, mean, rstd, x, gamma, beta, eps, threads=block_threads(x.shape[1]))
 
 
 def check_arguments(y, mean, rstd, x, gamma, beta):
@@ -214,5 +473,13 @@ def torch_unfused(torch, x, gamma, beta, eps=EPS):
     return fn
 
 
-SWEEP = _sizes(gpu=dict(rows=16384, ns=[128, 256, 512, 768, 1024, 2048, 4096, 8192]),
-               sim=dict(rows=6, ns=[33, 64]))
+# The sweep moves the same bytes at every row length (2^25 values: 256 MiB of float32 traffic), so
+# that a short row is not also a small problem: at 16384 rows of 128 the whole job is 8 MiB, a few
+# microseconds, and launch and tail effects would be measured instead of the kernel.
+SWEEP = _sizes(gpu=dict(elements=1 << 25, ns=[128, 256, 512, 768, 1024, 2048, 4096, 8192]),
+               sim=dict(elements=6 * 64, ns=[33, 64]))
+
+
+def sweep_rows(n: int) -> int:
+    """Rows of length ``n`` in the sweep's fixed number of values."""
+    return max(1, SWEEP.elements // n)

@@ -16,11 +16,12 @@ import numpy as np
 from ..scans import THREADS, absmax_grid_stride, block_sum_f64, persistent_blocks, zero_first
 from ..sizes import sizes as _sizes
 from ..validate import KernelLabArgumentError
+from ..bitcast import float_bits
 from ..vector_loads import load4, store4
 from .dp4a import EVEN_BYTES, ODD_BYTES, byte_perm, dp4a
 from .integer import INT4_GROUP
 
-from numba import cuda, float32, float64, int8, int32, uint8, uint32  # noqa: E402  (after kernel_lab)
+from numba import cuda, float32, float64, int8, int32, uint8, uint16, uint32  # noqa: E402  (after kernel_lab)
 
 GROUP_WORDS = INT4_GROUP // 8  # 32-bit words of packed INT4 per group (8 values per word)
 
@@ -91,50 +92,172 @@ def launch_int8_dequantize(out, q, scale):
     int8_dequantize[persistent_blocks(q.size), THREADS](q, scale, out)
 
 
-# Four values per thread: one 16-byte load of x and one 4-byte store of four codes (or the reverse),
-# a quarter of the memory instructions of the kernels above. For sizes that are multiples of 4.
+# 05.1's fast forms (exercises 4 and 5): a tile of four 16-byte chunks per thread, a block apart,
+# all four loads issued before the first store; whole words of four codes (``q.view(np.int32)``:
+# byte k of word w is element 4w + k); the ``n % 4`` tail one value per thread. Any n.
+# Measured on an H200 (scripts/probes/quantize_variants.py, 2^26 values): 92.9% (quantize), 90.2%
+# (dequantize) and 100.8% (quantize, FADD rounding) of the copy roofline, against 51.6% and 55.0%
+# for the grid-stride kernels above.
+
+TILE_CHUNKS = 4  # 16-byte chunks per thread in a tile
+
 
 @cuda.jit(device=True)
-def _code8(v, s):
-    return uint32(int32(min(max(round(v / s), -127), 127))) & uint32(0xFF)  # via int32: two's complement byte
+def code8(v, s):
+    """The INT8 code of ``v``: ``clamp(rint(v / s), -127, 127)`` (an integer)."""
+    return min(max(round(v / s), -127), 127)
+
+
+@cuda.jit(device=True)
+def round_clamp_fadd(v, lo, hi):
+    """``clamp(rint(v), lo, hi)`` as an int32, rounded by one float32 addition: clamp first (the
+    bounds are integers, so clamping before rounding changes nothing), then add 1.5 * 2^23. In
+    [2^23, 2^24) float32 values are the integers, so the addition rounds ``v`` to an integer (to
+    nearest, ties to even, as every float32 addition does) and the integer sits in the low bits of
+    the sum: its bits minus those of 1.5 * 2^23 (0x4B400000). No float64 and no F2I conversion
+    (Numba's ``round`` of a float32 converts to float64, then to int64: two quarter-rate
+    instructions per value). Needs |lo|, |hi| < 2^22."""
+    t = min(max(v, lo), hi) + float32(12582912.0)
+    return int32(float_bits(t)) - int32(0x4B400000)
+
+
+@cuda.jit(device=True)
+def code8_fadd(v, s):
+    """:func:`code8` by :func:`round_clamp_fadd`: the same bits (ties to even, saturated)."""
+    return round_clamp_fadd(v / s, float32(-127.0), float32(127.0))
+
+
+@cuda.jit(device=True)
+def pack4(c0, c1, c2, c3):
+    """Four codes in [-127, 127] as one int32 word, code k in byte k (little-endian), two's
+    complement bytes. The top byte is the signed code shifted, not masked: the word then fits an
+    int32 in any integer width Numba computes it in."""
+    return int32((c0 & 0xFF) | ((c1 & 0xFF) << 8) | ((c2 & 0xFF) << 16) | (c3 << 24))
+
+
+@cuda.jit(device=True)
+def byte_value(p, k):
+    """Byte ``k`` of word ``p`` as a signed value (float32), with a mask and a subtraction only:
+    right whatever integer width Numba computes the shift in. (``(p << 24) >> 24`` is not: Numba
+    types ``int32 << int`` as int64, where that pair sign-extends nothing and the GPU gets three
+    bytes of four wrong; the simulator computes in NumPy's int32 and hides it.)"""
+    b = (p >> (8 * k)) & 0xFF
+    return float32(int32(b - ((b & 0x80) << 1)))  # bit 7 weighs -128; via int32: a 32-bit I2F
+
+
+def _int8_quantize_tile(code):
+    """The tile quantizer for a rounding function ``code(v, s)`` (:func:`code8`, :func:`code8_fadd`)."""
+
+    @cuda.jit
+    def quantize(x, amax, q, q32, scale_out):
+        a = amax[0]
+        s = a / float32(127.0) if a > float32(0.0) else float32(1.0)
+        if cuda.grid(1) == 0:
+            scale_out[0] = s
+        nb = cuda.blockDim.x
+        w = cuda.blockIdx.x * (4 * nb) + cuda.threadIdx.x
+        nw = q32.size
+        if w + 3 * nb < nw:  # a whole tile: four 16-byte loads in flight before any store
+            a0, a1, a2, a3 = load4(x, 4 * w)
+            b0, b1, b2, b3 = load4(x, 4 * (w + nb))
+            c0, c1, c2, c3 = load4(x, 4 * (w + 2 * nb))
+            d0, d1, d2, d3 = load4(x, 4 * (w + 3 * nb))
+            q32[w] = pack4(code(a0, s), code(a1, s), code(a2, s), code(a3, s))
+            q32[w + nb] = pack4(code(b0, s), code(b1, s), code(b2, s), code(b3, s))
+            q32[w + 2 * nb] = pack4(code(c0, s), code(c1, s), code(c2, s), code(c3, s))
+            q32[w + 3 * nb] = pack4(code(d0, s), code(d1, s), code(d2, s), code(d3, s))
+        else:  # the last, partial tile: the words that exist, one at a time
+            for k in range(4):
+                if w + k * nb < nw:
+                    v0, v1, v2, v3 = load4(x, 4 * (w + k * nb))
+                    q32[w + k * nb] = pack4(code(v0, s), code(v1, s), code(v2, s), code(v3, s))
+        t = 4 * nw + cuda.grid(1)  # the n % 4 values after the last whole word
+        if t < x.size:
+            q[t] = int8(code(x[t], s))
+
+    return quantize
+
+
+int8_quantize_x4 = _int8_quantize_tile(code8)
+int8_quantize_x4_fadd = _int8_quantize_tile(code8_fadd)
 
 
 @cuda.jit
-def int8_quantize_x4(x, amax, q32, scale_out):
-    a = amax[0]
-    s = a / float32(127.0) if a > float32(0.0) else float32(1.0)
-    w = cuda.grid(1)
-    if w == 0:
-        scale_out[0] = s
-    while w < q32.size:
-        v0, v1, v2, v3 = load4(x, 4 * w)
-        word = _code8(v0, s) | (_code8(v1, s) << uint32(8)) | (_code8(v2, s) << uint32(16)) | (_code8(v3, s) << uint32(24))
-        q32[w] = int32(word)  # byte k of the word is element 4w + k (little-endian)
-        w += cuda.gridsize(1)
-
-
-@cuda.jit
-def int8_dequantize_x4(q32, scale, out):
+def int8_dequantize_x4(q, q32, scale, out):
+    """The tile dequantizer: four words a block apart loaded first, then four 16-byte stores."""
     s = scale[0]
-    w = cuda.grid(1)
-    while w < q32.size:
-        p = q32[w]
-        store4(out, 4 * w, float32((p << 24) >> 24) * s, float32((p << 16) >> 24) * s,
-               float32((p << 8) >> 24) * s, float32(p >> 24) * s)  # arithmetic shifts sign-extend each byte
-        w += cuda.gridsize(1)
+    nb = cuda.blockDim.x
+    w = cuda.blockIdx.x * (4 * nb) + cuda.threadIdx.x
+    nw = q32.size
+    if w + 3 * nb < nw:
+        p0 = q32[w]
+        p1 = q32[w + nb]
+        p2 = q32[w + 2 * nb]
+        p3 = q32[w + 3 * nb]
+        store4(out, 4 * w, byte_value(p0, 0) * s, byte_value(p0, 1) * s, byte_value(p0, 2) * s, byte_value(p0, 3) * s)
+        store4(out, 4 * (w + nb), byte_value(p1, 0) * s, byte_value(p1, 1) * s, byte_value(p1, 2) * s,
+               byte_value(p1, 3) * s)
+        store4(out, 4 * (w + 2 * nb), byte_value(p2, 0) * s, byte_value(p2, 1) * s, byte_value(p2, 2) * s,
+               byte_value(p2, 3) * s)
+        store4(out, 4 * (w + 3 * nb), byte_value(p3, 0) * s, byte_value(p3, 1) * s, byte_value(p3, 2) * s,
+               byte_value(p3, 3) * s)
+    else:
+        for k in range(4):
+            if w + k * nb < nw:
+                p = q32[w + k * nb]
+                store4(out, 4 * (w + k * nb), byte_value(p, 0) * s, byte_value(p, 1) * s, byte_value(p, 2) * s,
+                       byte_value(p, 3) * s)
+    t = 4 * nw + cuda.grid(1)
+    if t < q.size:
+        out[t] = float32(q[t]) * s
 
 
-def launch_int8_quantize_x4(q, scale, x, amax):
-    """Like :func:`int8_quantize` with the scale from ``amax``; needs ``x.size % 4 == 0``."""
-    if x.size % 4:
-        raise KernelLabArgumentError(f"the x4 kernels need a size that is a multiple of 4, got {x.size}")
-    int8_quantize_x4[persistent_blocks(x.size // 4), THREADS](x, amax, q.view(np.int32), scale)
+def with_device_functions(kernel, **replacements):
+    """``kernel`` compiled again with some of the names it calls meaning other device functions:
+    ``with_device_functions(int8_quantize_x4, code=code_fadd)`` is your tile kernel with every
+    ``code(v, s)`` in its body calling ``code_fadd`` instead (what a C++ template parameter does).
+    Only the kernel's own body is rebound, not the device functions it calls."""
+    import types as _types
+
+    fn = getattr(kernel, "py_func", kernel)
+    missing = [name for name in replacements if name not in fn.__code__.co_names]
+    if missing:
+        raise KernelLabArgumentError(f"{fn.__name__} does not call {', '.join(missing)} by that name: the names it "
+                                     f"uses are {', '.join(sorted(fn.__code__.co_names))}")
+    scope = dict(fn.__globals__, **replacements)
+    rebound = _types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
+    return cuda.jit(rebound)
+
+
+def int8_words(q):
+    """The whole 32-bit words of a 1-D int8 device array, as int32 (no copy; size 0 below 4 values)."""
+    return q[: 4 * (q.size // 4)].view(np.int32)
+
+
+def tile_blocks(n: int, threads: int = THREADS) -> int:
+    """Blocks of ``threads`` for the tile kernels: a tile of 4 words per thread, at least one block
+    (whose first threads take the ``n % 4`` tail)."""
+    return max(1, -(-(n // 4) // (TILE_CHUNKS * threads)))
+
+
+def launch_int8_quantize_x4(q, scale, x, amax, fadd: bool = False):
+    """Like :func:`int8_quantize` with the scale from ``amax``, a tile of 4 x 16 bytes per thread;
+    ``fadd=True``: rounding by :func:`round_clamp_fadd`. Any size."""
+    kernel = int8_quantize_x4_fadd if fadd else int8_quantize_x4
+    kernel[tile_blocks(x.size), THREADS](x, amax, q, int8_words(q), scale)
 
 
 def launch_int8_dequantize_x4(out, q, scale):
-    if q.size % 4:
-        raise KernelLabArgumentError(f"the x4 kernels need a size that is a multiple of 4, got {q.size}")
-    int8_dequantize_x4[persistent_blocks(q.size // 4), THREADS](q.view(np.int32), scale, out)
+    int8_dequantize_x4[tile_blocks(q.size), THREADS](q, int8_words(q), scale, out)
+
+
+def launch_int8_absmax_quantize_x4(q, scale, x, amax=None, fadd: bool = False):
+    """The fast pipeline: ``scans.absmax_vectorized`` (16-byte loads), then the tile quantizer."""
+    from ..scans import absmax_vectorized
+
+    amax = cuda.device_array(1, np.float32) if amax is None else amax
+    absmax_vectorized(amax.view(np.uint32), x.view(np.uint32))
+    launch_int8_quantize_x4(q, scale, x, amax, fadd=fadd)
 
 
 # --- 05.1 asymmetric UINT8 per channel (row), from a calibrated range ----------------------------
@@ -215,6 +338,164 @@ def launch_int4_quantize(packed, scales, x):
 
 def launch_int4_dequantize(out, packed, scales):
     int4_dequantize[(-(-out.shape[0] // 8), -(-packed.shape[1] // 32)), (8, 32)](packed, scales, out)
+
+
+# 05.2's fast forms. Rows that start on 16 bytes (``cols % 4 == 0``) take 16-byte loads of x and
+# 2-byte (quantize) or 16-byte (dequantize) accesses of the packed codes; other widths the scalar
+# path (the choice is the same for every thread). Measured on an H200 (8192 x 8192, probe above):
+# quantize 39.0% of the copy roofline (the kernel above: 29.6%), dequantize 88.3% (41.8%).
+
+GROUPS_PER_WARP = 4  # int4_quantize_groups4: groups of 128 per warp, all loaded before the first
+
+
+@cuda.jit(device=True)
+def int4_load_quad(x, r, c0, vec):
+    """``x[r, c0 .. c0 + 3]``, 0 past the end of the row: one 16-byte load when ``vec``."""
+    cols = x.shape[1]
+    z = float32(0.0)
+    if vec:
+        if c0 < cols:
+            return load4(x, (r, c0))
+        return z, z, z, z
+    v0 = x[r, c0] if c0 < cols else z
+    v1 = x[r, c0 + 1] if c0 + 1 < cols else z
+    v2 = x[r, c0 + 2] if c0 + 2 < cols else z
+    v3 = x[r, c0 + 3] if c0 + 3 < cols else z
+    return v0, v1, v2, v3
+
+
+@cuda.jit
+def int4_quantize_groups4(x, packed, packed16, scales):
+    """A warp per four consecutive groups (of the flattened rows x groups): their four 16-byte loads
+    per lane first, then per group the absmax (shuffles), the scale, the codes (FADD rounding) and
+    one 2-byte store of four codes per lane (``packed16``, the uint16 view; scalar bytes otherwise)."""
+    warp = (cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x) // 32
+    lane = cuda.threadIdx.x % 32
+    cols = x.shape[1]
+    groups = (cols + INT4_GROUP - 1) // INT4_GROUP
+    total = x.shape[0] * groups
+    first = warp * GROUPS_PER_WARP
+    if first >= total:  # whole warps leave together
+        return
+    vec = cols % 4 == 0
+    v = cuda.local.array((GROUPS_PER_WARP, 4), float32)  # constant indices after unrolling: registers
+    for k in range(GROUPS_PER_WARP):
+        gi = first + k
+        r = gi // groups
+        c0 = (gi - r * groups) * INT4_GROUP + 4 * lane
+        if gi < total:
+            v[k, 0], v[k, 1], v[k, 2], v[k, 3] = int4_load_quad(x, r, c0, vec)
+    for k in range(GROUPS_PER_WARP):
+        gi = first + k
+        if gi < total:  # the same for the whole warp: the shuffles stay full
+            r = gi // groups
+            g = gi - r * groups
+            c0 = g * INT4_GROUP + 4 * lane
+            m = warp_max_f32(max(max(abs(v[k, 0]), abs(v[k, 1])), max(abs(v[k, 2]), abs(v[k, 3]))))
+            s = m / float32(7.0) if m > float32(0.0) else float32(1.0)
+            if lane == 0:
+                scales[r, g] = s
+            lo8, hi7 = float32(-8.0), float32(7.0)
+            q0 = round_clamp_fadd(v[k, 0] / s, lo8, hi7)
+            q1 = round_clamp_fadd(v[k, 1] / s, lo8, hi7)
+            q2 = round_clamp_fadd(v[k, 2] / s, lo8, hi7)
+            q3 = round_clamp_fadd(v[k, 3] / s, lo8, hi7)
+            lo = (q0 & 0xF) | ((q1 & 0xF) << 4)
+            hi = (q2 & 0xF) | ((q3 & 0xF) << 4)
+            if vec:
+                if c0 < cols:
+                    packed16[r, c0 // 4] = uint16(lo | (hi << 8))
+            else:
+                if c0 < cols:  # an odd row's last byte: its high nibble from the 0 loaded
+                    packed[r, c0 // 2] = uint8(lo)
+                if c0 + 2 < cols:
+                    packed[r, c0 // 2 + 1] = uint8(hi)
+
+
+@cuda.jit(device=True)
+def nibble_value(h, k):
+    """Nibble ``k`` of ``h`` as a 4-bit two's complement value (bit 3 weighs -8), float32."""
+    v = (h >> (4 * k)) & 0xF
+    return float32(int32(v - ((v & 0x8) << 1)))
+
+
+@cuda.jit(device=True)
+def int4_dequantize_quad(packed, packed16, scales, out, r, j, vec):
+    """Values 4j .. 4j + 3 of row r (one group: 128 is a multiple of 4)."""
+    cols = out.shape[1]
+    c = 4 * j
+    if c >= cols:
+        return
+    s = scales[r, c // INT4_GROUP]
+    if vec:
+        h = int32(packed16[r, j])
+        store4(out, (r, c), nibble_value(h, 0) * s, nibble_value(h, 1) * s, nibble_value(h, 2) * s,
+               nibble_value(h, 3) * s)
+    else:
+        b0 = int32(packed[r, 2 * j])
+        out[r, c] = nibble_value(b0, 0) * s
+        if c + 1 < cols:
+            out[r, c + 1] = nibble_value(b0, 1) * s
+        if c + 2 < cols:
+            b1 = int32(packed[r, 2 * j + 1])
+            out[r, c + 2] = nibble_value(b1, 0) * s
+            if c + 3 < cols:
+                out[r, c + 3] = nibble_value(b1, 1) * s
+
+
+@cuda.jit
+def int4_dequantize_tile4(packed, packed16, scales, out):
+    """Grid (tiles along the row, rows): four quads per thread a block apart, their four uint16
+    loads before the first 16-byte store; other widths and the last partial tile quad by quad."""
+    r = cuda.blockIdx.y
+    nb = cuda.blockDim.x
+    j = cuda.blockIdx.x * (4 * nb) + cuda.threadIdx.x
+    cols = out.shape[1]
+    vec = cols % 4 == 0
+    if vec and j + 3 * nb < cols // 4:
+        h0 = int32(packed16[r, j])
+        h1 = int32(packed16[r, j + nb])
+        h2 = int32(packed16[r, j + 2 * nb])
+        h3 = int32(packed16[r, j + 3 * nb])
+        s0 = scales[r, (4 * j) // INT4_GROUP]
+        s1 = scales[r, (4 * (j + nb)) // INT4_GROUP]
+        s2 = scales[r, (4 * (j + 2 * nb)) // INT4_GROUP]
+        s3 = scales[r, (4 * (j + 3 * nb)) // INT4_GROUP]
+        store4(out, (r, 4 * j), nibble_value(h0, 0) * s0, nibble_value(h0, 1) * s0, nibble_value(h0, 2) * s0,
+               nibble_value(h0, 3) * s0)
+        store4(out, (r, 4 * (j + nb)), nibble_value(h1, 0) * s1, nibble_value(h1, 1) * s1,
+               nibble_value(h1, 2) * s1, nibble_value(h1, 3) * s1)
+        store4(out, (r, 4 * (j + 2 * nb)), nibble_value(h2, 0) * s2, nibble_value(h2, 1) * s2,
+               nibble_value(h2, 2) * s2, nibble_value(h2, 3) * s2)
+        store4(out, (r, 4 * (j + 3 * nb)), nibble_value(h3, 0) * s3, nibble_value(h3, 1) * s3,
+               nibble_value(h3, 2) * s3, nibble_value(h3, 3) * s3)
+    else:
+        for k in range(4):
+            int4_dequantize_quad(packed, packed16, scales, out, r, j + k * nb, vec)
+
+
+_dummy16 = {}
+
+
+def packed16_of(packed, cols: int):
+    """The uint16 view of packed INT4 rows (two bytes = four values) when ``cols % 4 == 0``; for
+    other widths a (1, 1) dummy that the kernels never read (Numba compiles one kernel for both)."""
+    if cols % 4 == 0:
+        return packed.view(np.uint16)
+    if "u16" not in _dummy16:
+        _dummy16["u16"] = cuda.device_array((1, 1), np.uint16)
+    return _dummy16["u16"]
+
+
+def launch_int4_quantize_groups4(packed, scales, x, threads: int = 128):
+    warps = -(-x.shape[0] * -(-x.shape[1] // INT4_GROUP) // GROUPS_PER_WARP)
+    int4_quantize_groups4[-(-warps // (threads // 32)), threads](x, packed, packed16_of(packed, x.shape[1]), scales)
+
+
+def launch_int4_dequantize_tile4(out, packed, scales):
+    rows, cols = out.shape
+    grid = (max(1, -(-(-(-cols // 4)) // (4 * THREADS))), rows)
+    int4_dequantize_tile4[grid, THREADS](packed, packed16_of(packed, cols), scales, out)
 
 
 # --- 05.5 ternary weights, per-token INT8 activations, a GEMM without multiplications -----------

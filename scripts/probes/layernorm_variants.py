@@ -1,0 +1,92 @@
+"""Probe: 03.3's LayerNorm + GELU kernels against the copy roofline and PyTorch, row length by row length.
+
+    PYTHONPATH=utilities python3 scripts/probes/layernorm_variants.py [--sim] [--json PATH]
+
+Variants: the first version (Welford's update as each value arrives, one warp per row), one warp
+per row with every load first (compiled per row-length class), the same with four values per access
+(``load4``), one block per row with four values per access (128 to 1024 threads), and PyTorch's
+LayerNorm then GELU (two kernels). Each kernel is checked first
+(``check_layernorm_gelu``), then timed at the sweep's fixed 2^25 values per size. Under ``--sim``:
+the checks only, at the simulator's sizes.
+
+Measured on an H200 (2026-11-26), fraction of the copy roofline, float32 / float16, at 2^25 values:
+the first version 13-27% / 6-14%; one value per access with every load first 34-51% / 17-27%, and
+float16 rows took as long as float32 rows (instruction-bound: ~70 SASS instructions per value, most
+of them 64-bit index arithmetic); four values per access, warp per row 72.8% at N = 128 and 94% at
+N = 256-1024 / 37-67%; block per row x4 with 128 threads 93-94% at N = 2048-4096 and with 256
+threads 89.5% at 8192 / 54-58%; 512 and 1024 threads were slower at every size. PyTorch's LayerNorm
+then GELU: 14-41% / 10-33%. Before ``fastmath`` and GELU as v * sigmoid(2u) (libdevice tanhf and
+IEEE divisions), the same loads-first kernels reached only 34-52% in float32.
+"""
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+import kernel_lab as kl
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--sim", action="store_true")
+ap.add_argument("--json")
+args = ap.parse_args()
+env = kl.setup(quiet=True)
+if env.simulator != args.sim:
+    sys.exit("run with --sim under the simulator, without it on a GPU")
+from numba import cuda  # noqa: E402
+
+from kernel_lab.checks import fusion as checks  # noqa: E402
+from kernel_lab.fusion import layernorm as ln  # noqa: E402
+
+torch = None
+if not args.sim:
+    try:
+        import torch
+    except ImportError:
+        torch = None
+
+KERNELS = {"Welford per element (first version)": (ln.launch_welford_per_element, 32 * ln.WARP_VALUES),
+           "warp per row, loads first": (ln.launch_warp_per_row, 32 * ln.WARP_VALUES),
+           "warp per row, x4": (ln.launch_warp_per_row_x4, 32 * ln.WARP_VALUES)}
+for t in (128, 256, 512, 1024) if not args.sim else (32, 64):
+    KERNELS[f"block of {t} per row, x4"] = (
+        lambda y, mean, rstd, x, gamma, beta, t=t: ln.launch_block_per_row_x4(y, mean, rstd, x, gamma, beta, threads=t),
+        ln.block_row_limit(t))
+for name, (launch, max_n) in KERNELS.items():
+    for dt in ("float32", "float16"):
+        checks.check_layernorm_gelu(launch, dtype=dt, name=name, max_n=max_n)
+if args.sim:
+    sys.exit(0)
+
+rng = np.random.default_rng(0)
+rows_out = []
+for dtype in (np.float32, np.float16):
+    for n in ln.SWEEP.ns:
+        rows = ln.sweep_rows(n)
+        x = cuda.to_device((rng.standard_normal((rows, n)) * 2 + 1).astype(dtype))
+        gamma = cuda.to_device((1 + 0.1 * rng.standard_normal(n)).astype(np.float32))
+        beta = cuda.to_device((0.1 * rng.standard_normal(n)).astype(np.float32))
+        y = cuda.device_array((rows, n), dtype)
+        mean, rstd = cuda.device_array(rows, np.float32), cuda.device_array(rows, np.float32)
+        nbytes = ln.bytes_moved(rows, n, np.dtype(dtype).itemsize)
+        tag = f"{np.dtype(dtype).name} {rows}x{n}"
+        res = {}
+        for name, (launch, max_n) in KERNELS.items():
+            if n <= max_n and not (name.startswith("block of") and 4 * int(name.split()[2]) > 2 * n):
+                res[name] = kl.benchmark(name, lambda launch=launch: launch(y, mean, rstd, x, gamma, beta),
+                                         bytes=nbytes, inputs=(x,), quiet=True)
+        if torch is not None:
+            res["PyTorch LayerNorm, GELU"] = kl.benchmark("torch", ln.torch_unfused(torch, x, gamma, beta),
+                                                          bytes=nbytes, quiet=True)
+        peer = res.get("PyTorch LayerNorm, GELU")
+        for name, m in res.items():
+            line = f"{tag:<22} {name:<38} {m.ms * 1e3:9.1f} us {100 * m.fraction:6.1f}% copy"
+            if peer is not None and m is not peer:
+                line += f"  {peer.ms / m.ms:5.2f}x PyTorch"
+            print(line, flush=True)
+            rows_out.append(dict(dtype=np.dtype(dtype).name, rows=rows, n=n, kernel=name, us=m.ms * 1e3,
+                                 fraction=m.fraction, vs_torch=(peer.ms / m.ms) if peer is not None else None))
+if args.json:
+    with open(args.json, "w") as f:
+        json.dump(dict(gpu=kl.gpu_info().name, rows=rows_out), f, indent=1)
