@@ -86,6 +86,18 @@ def fused_tiles(path=HERE / "attention-fused-tiles.svg"):
     save(fig, ax, path, (-0.3, 16), (0, 7.3))
 
 
+def _cell_grid(ax, x0, top, rows, cols, w, h, lw, fills):
+    """A rows x cols grid of cells (w x h) hanging from (x0, top): white, then the coloured blocks
+    ``(row0, row1, col0, col1, color)`` in order, then the grid lines over them."""
+    box(ax, x0, top - rows * h, cols * w, rows * h, "", "white", lw=lw)
+    for r0, r1, c0, c1, color in fills:
+        box(ax, x0 + c0 * w, top - r1 * h, (c1 - c0) * w, (r1 - r0) * h, "", color, lw=0)
+    for r in range(rows + 1):
+        ax.plot([x0, x0 + cols * w], [top - r * h] * 2, color="black", lw=lw)
+    for c in range(cols + 1):
+        ax.plot([x0 + c * w] * 2, [top - rows * h, top], color="black", lw=lw)
+
+
 def tiled_lanes(path=HERE / "attention-tiled-lanes.svg"):
     """The register-tiled kernel: what one lane of a warp owns in S and in O, and the row group's shuffles."""
     fig, ax = plt.subplots(figsize=(11, 4.6))
@@ -95,12 +107,10 @@ def tiled_lanes(path=HERE / "attention-tiled-lanes.svg"):
     top = 6.2
     # S tile of one warp: 16 query rows x 32 keys
     x0 = 0.6
-    for r in range(rows):
-        for j in range(keys):
-            mine = r // 4 == rg and j % lanes_per == cg
-            group = r // 4 == rg
-            color = ORANGE if mine else (BLUE if group else "white")
-            box(ax, x0 + j * cell, top - (r + 1) * cell, cell, cell, "", color, lw=0.2)
+    # drawn as bands and grid lines, not one rectangle per cell (the SVG stays small)
+    _cell_grid(ax, x0, top, rows, keys, cell, cell, 0.2,
+               [(4 * rg, 4 * rg + 4, 0, keys, BLUE)] + [(4 * rg, 4 * rg + 4, j, j + 1, ORANGE)
+                                                        for j in range(cg, keys, lanes_per)])
     ax.text(x0 + keys * cell / 2, top + 0.25, "S of one key tile: the warp's 16 rows x 32 keys", ha="center",
             fontsize=8)
     for g in range(groups):
@@ -125,12 +135,9 @@ def tiled_lanes(path=HERE / "attention-tiled-lanes.svg"):
     ax.text(xs + 0.9, top + 0.25, "a row's max and l:\nshfl_xor over the row group", ha="center", fontsize=8)
     # O tile of one warp: 16 rows x 64 columns (head_dim)
     xo = xs + 3.4
-    for r in range(rows):
-        for c in range(cols):
-            mine = r // 4 == rg and (c // 4) % lanes_per == cg
-            group = r // 4 == rg
-            color = GREEN if mine else (BLUE if group else "white")
-            box(ax, xo + c * cell * 0.5, top - (r + 1) * cell, cell * 0.5, cell, "", color, lw=0.15)
+    _cell_grid(ax, xo, top, rows, cols, cell * 0.5, cell, 0.15,
+               [(4 * rg, 4 * rg + 4, 0, cols, BLUE)] + [(4 * rg, 4 * rg + 4, c, c + 4, GREEN)
+                                                        for c in range(4 * cg, cols, 4 * lanes_per)])
     ax.text(xo + cols * cell * 0.25, top + 0.25, "O: the warp's 16 rows x head_dim 64", ha="center", fontsize=8)
     ax.text(xo + cols * cell * 0.25, top - rows * cell - 0.3,
             "the same lane: rows 4..7, columns 4cg..4cg+3 and 32+4cg..32+4cg+3 (green);\n"

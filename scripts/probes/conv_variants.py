@@ -16,6 +16,8 @@ the simulator's tile sizes.
 
 Goal (issue 12): the best variant within 1.5x of cuDNN fp32's time on the two largest shapes, and
 faster than it on at least one small shape.
+
+Not yet run on a GPU. docs/plans/03.2-implicit-gemm.md is the plan for 03.2 once it is measured.
 """
 
 import argparse

@@ -33,6 +33,14 @@ grid from the compiled kernel's occupancy (``resident_blocks``): above 32 regist
 ``(p << 24) >> 24`` is computed in int64 by Numba and sign-extends nothing (the simulator's NumPy
 int32 hides it); ``pers x4`` is the same kernel with masks.
 
+q4's ``2d`` and ``sub`` variants test the instruction count: the sm_90 SASS of ``g1 u16 fadd`` issues
+322 instructions per lane per group of 4 values on its hot path (212 integer: two signed 64-bit
+``gi // groups``, 64-bit indices with wrap-around tests; 5 IEEE divisions with their branches). A 2-D
+grid (row = blockIdx.y: no division), uint64 indices and ``v * (1/s)`` with an exact fallback take it
+to 150 (``2d g1 rcp``); a group on 16 or 8 lanes (8 or 16 values per lane) to 211 per 8 values
+(``sub16``) and 340 per 16 (``sub8``): 80 -> 21 instructions per value. The reciprocal's exactness
+argument is in ``q4_code_rcp``.
+
 One line per variant; with $OUT set, also $OUT/quantize_variants.json.
 
 Measured on an H200 (2026-11-26), fraction of the copy roofline: q8 base 51.6%, flat x4 74.4%,
@@ -55,7 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "utilities"))
 import numpy as np  # noqa: E402
 
 import kernel_lab as kl  # noqa: E402
-from numba import cuda, float32, int8, int32, uint8, uint16, uint32  # noqa: E402  (after kernel_lab)
+from numba import cuda, float32, int8, int32, uint8, uint16, uint32, uint64  # noqa: E402  (after kernel_lab)
 
 from kernel_lab.quant import kernels as K  # noqa: E402
 from kernel_lab.quant.integer import INT4_GROUP  # noqa: E402
@@ -676,6 +684,213 @@ q4_g1_u16_fadd = make_q4(1, True, True)
 q4_g4_u16_fadd = make_q4(4, True, True)
 
 
+
+# --- q4, instruction-lean forms (issue: the g1/g4 kernels issue ~80 SASS instructions per value) ---
+# The SASS of ``g1 u16 fadd`` (sm_90): two signed 64-bit ``gi // groups`` (Python floor division:
+# a ~60-instruction subroutine call plus sign fix-ups), 64-bit index arithmetic with Numba's
+# negative-index wrap-around test (compare + select) on every ``x[r, c]`` / ``packed[r, j]``, and
+# one IEEE division per value (MUFU.RCP, FCHK, 5 FFMA and a branch around the slow path). The
+# ``2d`` forms remove them:
+#   * a 2-D grid (groups of a row along x, rows along y): row and group come from blockIdx, no
+#     division at all (rows <= 65535, the grid's y limit);
+#   * unsigned (uint64) indices: Numba emits no wrap-around test for them (mixing uint64 with a
+#     signed int64 would make Numba compute in float64, so every constant is a uint64 too);
+#   * ``rcp``: the division v / s replaced by a product with y = 1 / s (one IEEE division per lane
+#     per group), kept bit-exact by a test that falls back to the division (see ``q4_code_rcp``).
+
+Q4_WPB = 8  # warps per block of the 2-D forms (256 threads)
+NEAR_HALF = float32(0.5 - 2.0 ** -18)  # |v*y - rint(v*y)| at least this: too close to a rounding tie to trust
+RCP_LO, RCP_HI = float32(2.0 ** -96), float32(2.0 ** 120)  # group absmax range where y = 1/s is normal and finite
+
+
+@cuda.jit(device=True, inline="always")
+def q4_code_rcp(v, y):
+    """``(code, doubtful)``: the INT4 code of ``v`` from ``q = v * y`` (y = RN(1/s)), and whether
+    ``q`` is within 2^-18 of a half-integer, where it might round differently from ``v / s``.
+
+    Why it is bit-exact when not doubtful (s normal, |v| <= absmax so |v / s| <= 7 (1 + 2^-24)):
+    |RN(1/s) - 1/s| <= 2^-24 / s, so |v y - v/s| <= 8 * 2^-24 = 2^-21; RN(v y) adds at most half
+    an ulp of a value below 8 (2^-22), and Q = RN(v / s), what the reference rounds, is within 2^-22
+    of v / s: |q - Q| < 2^-19. A q farther than 2^-18 from every half-integer has Q on the same side
+    of each of them (and equal to none), so rint(Q) = rint(q). Clamping q to [-8, 7] first changes
+    nothing: the bounds are integers, and a q beyond them has Q within 2^-19 of the same side. The
+    rounding is the FADD of ``round_clamp_fadd``; ``d = qc - rint(qc)`` is exact (small values)."""
+    qc = min(max(v * y, float32(-8.0)), float32(7.0))
+    t = qc + float32(12582912.0)
+    d = qc - (t - float32(12582912.0))
+    return int32(float_bits(t)) - int32(0x4B400000), abs(d) >= NEAR_HALF
+
+
+@cuda.jit(device=True, inline="always")
+def q4_codes(v0, v1, v2, v3, s, m, rcp):
+    """The four codes of a lane: by IEEE division (``rcp`` False), or by the reciprocal with the
+    division as the fallback for doubtful values (rare: within 2^-18 of a tie; the notebook's exact
+    ties, scale 1, take it) and for groups whose absmax makes 1/s subnormal or infinite."""
+    lo8, hi7 = float32(-8.0), float32(7.0)
+    if rcp:
+        y = float32(1.0) / s
+        q0, b0 = q4_code_rcp(v0, y)
+        q1, b1 = q4_code_rcp(v1, y)
+        q2, b2 = q4_code_rcp(v2, y)
+        q3, b3 = q4_code_rcp(v3, y)
+        if b0 or b1 or b2 or b3 or not (m >= RCP_LO and m <= RCP_HI):
+            q0 = round_clamp_fadd(v0 / s, lo8, hi7)
+            q1 = round_clamp_fadd(v1 / s, lo8, hi7)
+            q2 = round_clamp_fadd(v2 / s, lo8, hi7)
+            q3 = round_clamp_fadd(v3 / s, lo8, hi7)
+    else:
+        q0 = round_clamp_fadd(v0 / s, lo8, hi7)
+        q1 = round_clamp_fadd(v1 / s, lo8, hi7)
+        q2 = round_clamp_fadd(v2 / s, lo8, hi7)
+        q3 = round_clamp_fadd(v3 / s, lo8, hi7)
+    return q0, q1, q2, q3
+
+
+@cuda.jit(device=True, inline="always")
+def q4_load_u(x, r, c0, cols, vec):
+    """``x[r, c0 .. c0 + 3]`` (uint64 indices), 0 past the row's end; one 16-byte load when ``vec``."""
+    z = float32(0.0)
+    if vec:
+        if c0 < cols:
+            return load4(x, (r, c0))
+        return z, z, z, z
+    one = uint64(1)
+    v0 = x[r, c0] if c0 < cols else z
+    v1 = x[r, c0 + one] if c0 + one < cols else z
+    v2 = x[r, c0 + uint64(2)] if c0 + uint64(2) < cols else z
+    v3 = x[r, c0 + uint64(3)] if c0 + uint64(3) < cols else z
+    return v0, v1, v2, v3
+
+
+def make_q4_2d(groups_per_warp: int, rcp: bool):
+    """Grid (ceil(groups / (Q4_WPB * G)), rows), 256 threads: warp w of block (bx, r) quantizes
+    groups G (bx Q4_WPB + w) .. + G - 1 of row r, their loads first. uint64 indices throughout."""
+    G = groups_per_warp
+
+    @cuda.jit
+    def q4(x, packed, packed16, scales):
+        lane = uint64(cuda.threadIdx.x & 31)
+        r = uint64(cuda.blockIdx.y)
+        g0 = (uint64(cuda.blockIdx.x) * uint64(Q4_WPB) + uint64(cuda.threadIdx.x >> 5)) * uint64(G)
+        cols = uint64(x.shape[1])
+        groups = uint64(scales.shape[1])
+        if g0 >= groups:  # whole warps leave together
+            return
+        vec = (cols & uint64(3)) == uint64(0)
+        v = cuda.local.array((G, 4), float32)
+        for k in range(G):
+            g = g0 + uint64(k)
+            if g < groups:
+                v[k, 0], v[k, 1], v[k, 2], v[k, 3] = q4_load_u(x, r, g * uint64(INT4_GROUP) + uint64(4) * lane,
+                                                               cols, vec)
+        for k in range(G):
+            g = g0 + uint64(k)
+            if g < groups:  # the same for the whole warp: the shuffles stay full
+                c0 = g * uint64(INT4_GROUP) + uint64(4) * lane
+                m = K.warp_max_f32(max(max(abs(v[k, 0]), abs(v[k, 1])), max(abs(v[k, 2]), abs(v[k, 3]))))
+                s = m / float32(7.0) if m > float32(0.0) else float32(1.0)
+                if lane == uint64(0):
+                    scales[r, g] = s
+                q0, q1, q2, q3 = q4_codes(v[k, 0], v[k, 1], v[k, 2], v[k, 3], s, m, rcp)
+                lo = (q0 & 0xF) | ((q1 & 0xF) << 4)
+                hi = (q2 & 0xF) | ((q3 & 0xF) << 4)
+                if vec:
+                    if c0 < cols:
+                        packed16[r, c0 >> uint64(2)] = uint16(lo | (hi << 8))
+                else:
+                    if c0 < cols:  # an odd row's last byte holds one value, its high nibble the 0 loaded
+                        packed[r, c0 >> uint64(1)] = uint8(lo)
+                    if c0 + uint64(2) < cols:
+                        packed[r, (c0 >> uint64(1)) + uint64(1)] = uint8(hi)
+
+    def launch(packed, scales, x):
+        groups = -(-x.shape[1] // INT4_GROUP)
+        q4[(-(-groups // (Q4_WPB * G)), x.shape[0]), 32 * Q4_WPB](x, packed, packed16_of(packed, x.shape[1]),
+                                                                   scales)
+
+    launch.kernel = q4
+    return launch
+
+
+def make_q4_sub(lanes_per_group: int):
+    """Like ``make_q4_2d`` with ``rcp``, but a group on ``lanes_per_group`` lanes (16 or 8), so a lane
+    holds 32 / lanes_per_group quads (8 or 16 values) of one group: the per-group work of a lane
+    (absmax shuffles, m / 7, 1 / s, indices, branches) is shared by more values, and there are
+    fewer shuffle steps (4 or 3). Quad k of lane l is quad l + k * lanes_per_group of its group, so
+    each 16-byte load instruction of the warp reads whole 128-byte lines. A warp does 32 /
+    lanes_per_group consecutive groups of a row; lanes past the row's last group load zeros and
+    take part in the shuffles (full mask), but store nothing."""
+    LPG = lanes_per_group
+    CH = 32 // LPG  # quads per lane, and groups per warp
+    LOG = {16: 4, 8: 3}[LPG]
+
+    @cuda.jit
+    def q4(x, packed, packed16, scales):
+        lane = uint64(cuda.threadIdx.x & 31)
+        sub = lane >> uint64(LOG)
+        ql = lane & uint64(LPG - 1)
+        r = uint64(cuda.blockIdx.y)
+        g = (uint64(cuda.blockIdx.x) * uint64(Q4_WPB) + uint64(cuda.threadIdx.x >> 5)) * uint64(CH) + sub
+        cols = uint64(x.shape[1])
+        groups = uint64(scales.shape[1])
+        if (g - sub) >= groups:  # the warp's first group is past the row: whole warps leave together
+            return
+        vec = (cols & uint64(3)) == uint64(0)
+        base = g * uint64(INT4_GROUP) + uint64(4) * ql
+        v = cuda.local.array((CH, 4), float32)
+        for k in range(CH):  # zeros past the row's end (and for groups past the last)
+            v[k, 0], v[k, 1], v[k, 2], v[k, 3] = q4_load_u(x, r, base + uint64(4 * LPG * k), cols, vec)
+        m = float32(0.0)
+        for k in range(CH):
+            m = max(m, max(max(abs(v[k, 0]), abs(v[k, 1])), max(abs(v[k, 2]), abs(v[k, 3]))))
+        off = LPG // 2
+        while off > 0:  # the group's lanes only: xor offsets below LPG stay inside it
+            m = max(m, cuda.shfl_xor_sync(0xFFFFFFFF, m, off))
+            off //= 2
+        s = m / float32(7.0) if m > float32(0.0) else float32(1.0)
+        if ql == uint64(0) and g < groups:
+            scales[r, g] = s
+        y = float32(1.0) / s
+        h = cuda.local.array(CH, int32)
+        doubt = not (m >= RCP_LO and m <= RCP_HI)
+        for k in range(CH):
+            q0, b0 = q4_code_rcp(v[k, 0], y)
+            q1, b1 = q4_code_rcp(v[k, 1], y)
+            q2, b2 = q4_code_rcp(v[k, 2], y)
+            q3, b3 = q4_code_rcp(v[k, 3], y)
+            doubt = doubt or b0 or b1 or b2 or b3
+            h[k] = int32((q0 & 0xF) | ((q1 & 0xF) << 4) | ((q2 & 0xF) << 8) | ((q3 & 0xF) << 12))
+        if doubt:  # rare: the IEEE division for this lane's values
+            for k in range(CH):
+                q0, q1, q2, q3 = q4_codes(v[k, 0], v[k, 1], v[k, 2], v[k, 3], s, m, False)
+                h[k] = int32((q0 & 0xF) | ((q1 & 0xF) << 4) | ((q2 & 0xF) << 8) | ((q3 & 0xF) << 12))
+        for k in range(CH):
+            c0 = base + uint64(4 * LPG * k)
+            if c0 < cols:
+                if vec:
+                    packed16[r, c0 >> uint64(2)] = uint16(h[k])
+                else:  # an odd row's last byte holds one value, its high nibble the 0 loaded
+                    packed[r, c0 >> uint64(1)] = uint8(h[k] & 0xFF)
+                    if c0 + uint64(2) < cols:
+                        packed[r, (c0 >> uint64(1)) + uint64(1)] = uint8(h[k] >> 8)
+
+    def launch(packed, scales, x):
+        groups = -(-x.shape[1] // INT4_GROUP)
+        q4[(-(-groups // (Q4_WPB * CH)), x.shape[0]), 32 * Q4_WPB](x, packed, packed16_of(packed, x.shape[1]),
+                                                                    scales)
+
+    launch.kernel = q4
+    return launch
+
+
+q4_2d_g1 = make_q4_2d(1, False)
+q4_2d_g1_rcp = make_q4_2d(1, True)
+q4_2d_g2_rcp = make_q4_2d(2, True)
+q4_2d_g4_rcp = make_q4_2d(4, True)
+q4_sub16 = make_q4_sub(16)
+q4_sub8 = make_q4_sub(8)
+
+
 # ================================================================================================
 # 5. INT4 dequantize (05.2 exercise 2): a thread per four values (one uint16 of packed codes, one
 #    16-byte store) or per eight (a uint32, two stores); rows not 16-byte aligned take the scalar path.
@@ -832,7 +1047,13 @@ def variants():
                ("g4 u16: 4 groups/warp, loads first", q4_g4_u16, "", (q4_g4_u16.kernel,)),
                ("g1 u16 fadd: g1 u16, rounding by an FADD", q4_g1_u16_fadd, "", (q4_g1_u16_fadd.kernel,)),
                ("g4 u16 fadd: g4 u16, rounding by an FADD", q4_g4_u16_fadd, "", (q4_g4_u16_fadd.kernel,)),
-               ("pers prefetch: next group's load early", q4_pers_prefetch_launch, "", (q4_pers_prefetch,))],
+               ("pers prefetch: next group's load early", q4_pers_prefetch_launch, "", (q4_pers_prefetch,)),
+               ("2d g1: 2-D grid, uint64 idx, no //", q4_2d_g1, "", (q4_2d_g1.kernel,)),
+               ("2d g1 rcp: + v*(1/s), exact fallback", q4_2d_g1_rcp, "", (q4_2d_g1_rcp.kernel,)),
+               ("2d g2 rcp: 2 groups/warp, loads first", q4_2d_g2_rcp, "", (q4_2d_g2_rcp.kernel,)),
+               ("2d g4 rcp: 4 groups/warp, loads first", q4_2d_g4_rcp, "", (q4_2d_g4_rcp.kernel,)),
+               ("sub16 rcp: 16 lanes/group, 8 values/lane", q4_sub16, "", (q4_sub16.kernel,)),
+               ("sub8 rcp: 8 lanes/group, 16 values/lane", q4_sub8, "", (q4_sub8.kernel,))],
         "dq4": [("base: thread/byte, 2-D", dq4_base_launch, "notebook 05.2", (K.int4_dequantize,)),
                 ("h4: uint16 -> 16-B store", dq4_h4_launch, "", (dq4_h4,)),
                 ("h4 tile4: 4 uint16, then 4 stores", dq4_h4_tile4_launch, "", (dq4_h4_tile4,)),

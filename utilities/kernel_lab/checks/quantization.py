@@ -258,8 +258,8 @@ def check_byte_value(byte_value, *, name: str = "byte_value") -> None:
     except NotImplementedError as exc:
         raise _not_done(name, exc) from None
     except Exception as exc:  # noqa: BLE001 - a function Numba's CPU target cannot compile: say so, skip
-        print(f"{name}: not checked on the CPU (Numba's CPU target could not compile it: "
-              f"{type(exc).__name__}); the dequantizer's check below still runs")
+        print(name + f": not checked on the CPU (Numba's CPU target could not compile it: "
+              f"{type(exc).__name__}); the dequantizer's check below still runs")  # not a pass: no progress
         return
     rng = np.random.default_rng(0)
     for k in range(4):
@@ -279,6 +279,7 @@ def check_byte_value(byte_value, *, name: str = "byte_value") -> None:
         raise CheckFailed("\n".join([f"{name} (byte {k}, Numba on the CPU): {int((got != want).sum())} of 256 "
                                      f"byte values wrong, first word {int(words[bad]):#010x}: expected "
                                      f"{float(want[bad])!r}, got {got[bad]!r}"] + ["Hint: " + h for h in hints]))
+    progress.passed(name)
     print(f"{name}: right for all 256 byte values at all 4 positions (Numba's typing, on the CPU)")
 
 

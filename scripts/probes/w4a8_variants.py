@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""Probe: why 05.6's W4A8 decode GEMM reaches 23.5% of the copy roofline at M = 1, and what fixes it.
+
+    PYTHONPATH=utilities python3 scripts/probes/w4a8_variants.py          # on a GPU (about a minute)
+    PYTHONPATH=utilities python3 scripts/probes/w4a8_variants.py --sim    # simulator: checks only
+
+The notebook's shape: N = K = 4096, M = 1, 4, 16, 64; ``bytes`` the weight bytes (K/2 per row plus
+the group scales), as in the notebook, so "% of copy" is against the copy roofline on them.
+
+Diagnosis from the package kernel's sm_90 SASS (``kernel_lab.quant.kernels.w4a8_gemm``): one trip
+of its loop (four weight words per lane, one 16-byte load) issues ~115 instructions at M = 1, ~29 per
+weight word: the unpack (7 per word), 2 PRMT + 2 DP4A per word, the four dot8 sums added in int64
+(Numba types int32 + int32 as int64: IADD3 with carries, SHF, then I2F.S64), the scale's address with
+a signed 64-bit ``w // GROUP_WORDS`` (floor-division fix-ups), three branches around the rows m0+1..3
+that do not exist at M = 1, and 64-bit pointer increments. And each of a lane's four trips waits for
+its own load: at K = 4096 a warp makes four DRAM round trips one after the other, in a grid of a single
+wave (4096 warps), so the kernel's time is about four memory latencies plus the tail.
+
+Variants (each checked with ``check_w4a8_gemm`` first; a variant that fails is not timed):
+  pkg          the package's kernel (the notebook's)
+  pre1 x16     one 16-byte chunk per trip as the package, but lean: uint64 indices (no wrap-around
+               tests, no floor division), one int32 DP4A chain per chunk (I2F.S32), and the "x16"
+               unpack: ``p & 0xF0F0F0F0`` is each odd nibble times 16 as a signed byte, ``(p << 4) &
+               0xF0F0F0F0`` each even one: 3 instructions per word instead of 7, no sign extension;
+               the chunk's sum is 16x the true one (|16 d| < 2^24: exact in float32) and the scale is
+               taken / 16 (exact), so ``float32(16 d) * (s / 16)`` has the bits of ``float32(d) * s``
+  pre2 x16     two chunks (a block of 128 words apart) loaded per trip before any arithmetic
+  pre4 x16     four: at K = 4096 the whole row of a lane in one trip, one memory round trip per warp
+  pre4         pre4 with the package's unpack (sign extension, 7 per word): the unpack's share
+Peers: cuBLASLt int8 (``kernel_lab.tensor_cores.peers.CublasLtInt8``, int8 weights: twice the bytes)
+and cuBLAS SGEMM through CuPy, as in the notebook.
+
+One line per (variant, M); with $OUT set, also $OUT/w4a8_variants.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "utilities"))
+
+import numpy as np  # noqa: E402
+
+import kernel_lab as kl  # noqa: E402
+from numba import cuda, float32, int32, uint32, uint64  # noqa: E402  (after kernel_lab)
+
+from kernel_lab.quant import integer as qref  # noqa: E402
+from kernel_lab.quant import kernels as qk  # noqa: E402
+from kernel_lab.quant.dp4a import EVEN_BYTES, ODD_BYTES, byte_perm, dp4a  # noqa: E402
+from kernel_lab.vector_loads import load4  # noqa: E402
+
+MT = 4  # activation rows per pass over the weights (accumulators in registers)
+WPB = 4  # warps (weight rows) per block: 128 threads, as the package's launch
+NIB_HI = 0xF0F0F0F0
+
+
+@cuda.jit(device=True, inline="always")
+def halves_x16(p):
+    """(even, odd) nibbles of word ``p`` as signed bytes times 16: the high nibble of each byte is
+    already a signed byte's top; the low one is moved there. 3 instructions, no sign extension."""
+    p = uint32(p)  # unsigned: the masks stay in range in the simulator's NumPy integers too
+    return int32((p << uint32(4)) & uint32(NIB_HI)), int32(p & uint32(NIB_HI))
+
+
+@cuda.jit(device=True, inline="always")
+def halves_sext(p):
+    """(even, odd) nibbles of ``p`` sign-extended to bytes: the package's ``unpack_int4_word``."""
+    return qk.unpack_int4_word(p)
+
+
+def make_w4a8(chunks: int, x16: bool):
+    """A warp per weight row n, MT activation rows per pass; per trip a lane loads ``chunks`` 16-byte
+    chunks of the row (4 words = 32 weights each, 128 words apart, so each load instruction of the
+    warp reads 512 contiguous bytes) and their scales, all before the first DP4A. Rows whose length in
+    words is not a multiple of 4 take a one-word-per-lane path. uint64 indices throughout (a signed
+    index costs a wrap-around compare + select per access; mixing uint64 with a signed int64 would make
+    Numba compute in float64, so every constant is a uint64)."""
+    CH = chunks
+    halves = halves_x16 if x16 else halves_sext
+    SCALE_DIV = float32(0.0625) if x16 else float32(1.0)  # x16: sums are 16x the true ones; exact
+
+    @cuda.jit(device=True, inline="always")
+    def chunk_dot(a32, m, wk, q0, q1, q2, q3):
+        """The int32 sum of a chunk's 32 products with row m's activations (one DP4A chain)."""
+        x0, x1, x2, x3 = load4(a32, (m, uint64(2) * wk))
+        x4, x5, x6, x7 = load4(a32, (m, uint64(2) * wk + uint64(4)))
+        e, o = halves(q0)
+        d = dp4a(byte_perm(x0, x1, EVEN_BYTES), e, 0)
+        d = dp4a(byte_perm(x0, x1, ODD_BYTES), o, d)
+        e, o = halves(q1)
+        d = dp4a(byte_perm(x2, x3, EVEN_BYTES), e, d)
+        d = dp4a(byte_perm(x2, x3, ODD_BYTES), o, d)
+        e, o = halves(q2)
+        d = dp4a(byte_perm(x4, x5, EVEN_BYTES), e, d)
+        d = dp4a(byte_perm(x4, x5, ODD_BYTES), o, d)
+        e, o = halves(q3)
+        d = dp4a(byte_perm(x6, x7, EVEN_BYTES), e, d)
+        return dp4a(byte_perm(x6, x7, ODD_BYTES), o, d)
+
+    @cuda.jit
+    def gemm(a32, a_scale, w32, w_scales, out):
+        lane = uint64(cuda.threadIdx.x & 31)
+        n = uint64(cuda.blockIdx.x) * uint64(WPB) + uint64(cuda.threadIdx.x >> 5)
+        rows = uint64(out.shape[0])
+        if n >= uint64(out.shape[1]):
+            return
+        words = uint64(w32.shape[1])
+        vector = (words & uint64(3)) == uint64(0)  # the same for every thread
+        acc = cuda.local.array(MT, float32)  # constant indices after unrolling: registers
+        p = cuda.local.array((CH, 4), int32)
+        sc = cuda.local.array(CH, float32)
+        m0 = uint64(0)
+        while m0 < rows:
+            for i in range(MT):
+                acc[i] = float32(0.0)
+            if vector:
+                tw = uint64(4) * lane
+                while tw < words:
+                    for k in range(CH):  # all of the trip's loads first
+                        wk = tw + uint64(128 * k)
+                        if wk < words:
+                            p[k, 0], p[k, 1], p[k, 2], p[k, 3] = load4(w32, (n, wk))
+                            sc[k] = w_scales[n, wk >> uint64(4)] * SCALE_DIV
+                    for i in range(MT):
+                        m = m0 + uint64(i)
+                        if m < rows:
+                            for k in range(CH):
+                                wk = tw + uint64(128 * k)
+                                if wk < words:
+                                    d = chunk_dot(a32, m, wk, p[k, 0], p[k, 1], p[k, 2], p[k, 3])
+                                    acc[i] += float32(d) * sc[k]
+                    tw += uint64(128 * CH)
+            else:
+                w = lane
+                while w < words:
+                    q = w32[n, w]
+                    s = w_scales[n, w >> uint64(4)] * SCALE_DIV
+                    e, o = halves(q)
+                    for i in range(MT):
+                        m = m0 + uint64(i)
+                        if m < rows:
+                            x0 = a32[m, uint64(2) * w]
+                            x1 = a32[m, uint64(2) * w + uint64(1)]
+                            d = dp4a(byte_perm(x0, x1, EVEN_BYTES), e, 0)
+                            d = dp4a(byte_perm(x0, x1, ODD_BYTES), o, d)
+                            acc[i] += float32(d) * s
+                    w += uint64(32)
+            for i in range(MT):
+                m = m0 + uint64(i)
+                if m < rows:  # the same for the whole warp: the shuffles stay full
+                    v = qk.warp_sum_f32(acc[i])
+                    if lane == uint64(0):
+                        out[m, n] = v * a_scale[m]
+            m0 += uint64(MT)
+
+    def launch(out, a32, a_scale, w32, w_scales):
+        if a32.shape[1] != 2 * w32.shape[1]:
+            raise ValueError("a32 and w32 must cover the same K (pad both to a multiple of 8)")
+        gemm[-(-out.shape[1] // WPB), 32 * WPB](a32, a_scale, w32, w_scales, out)
+
+    launch.kernel = gemm
+    return launch
+
+
+w4_pre1_x16 = make_w4a8(1, True)
+w4_pre2_x16 = make_w4a8(2, True)
+w4_pre4_x16 = make_w4a8(4, True)
+w4_pre4 = make_w4a8(4, False)
+
+
+def variants():
+    """[(name, launch, kernel)]; the first is the package's (the notebook's) kernel."""
+    return [("pkg: notebook's w4a8_gemm", qk.launch_w4a8_gemm, qk.w4a8_gemm),
+            ("pre1 x16: lean, 1 chunk/trip", w4_pre1_x16, w4_pre1_x16.kernel),
+            ("pre2 x16: 2 chunks loaded first", w4_pre2_x16, w4_pre2_x16.kernel),
+            ("pre4 x16: 4 chunks loaded first", w4_pre4_x16, w4_pre4_x16.kernel),
+            ("pre4: 4 chunks, sign-extend unpack", w4_pre4, w4_pre4.kernel)]
+
+
+def registers(kernel):
+    try:
+        regs = kernel.get_regs_per_thread()
+        return max(regs.values()) if isinstance(regs, dict) else regs
+    except Exception:  # noqa: BLE001 - the simulator, or an older numba-cuda
+        return None
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sim", action="store_true", help="in the simulator: the checks only, at small sizes")
+    args = p.parse_args(argv)
+    env = kl.setup(quiet=True)
+    if args.sim != env.simulator:
+        print("--sim runs only in the simulator (NUMBA_ENABLE_CUDASIM=1), and without --sim a GPU is needed"
+              if args.sim else "no GPU found: run with --sim for the simulator path")
+        return 2
+    from kernel_lab.checks import quantization as checks
+
+    results = {"gpu": None if env.simulator else kl.gpu_info().name, "variants": []}
+    ok = {}
+    for name, launch, _ in variants():
+        try:
+            checks.check_w4a8_gemm(launch, name=name)
+            ok[name] = True
+            print(f"{name:38s} check ok", flush=True)
+        except Exception as exc:  # noqa: BLE001 - report and go on with the others
+            ok[name] = False
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            print(f"{name:38s} CHECK FAILED: {type(exc).__name__}: {first[:300]}", flush=True)
+            results["variants"].append(dict(name=name, check="failed", error=str(exc)[:2000]))
+    if env.simulator:
+        failed = [n for n, good in ok.items() if not good]
+        print(f"\nsimulator probe done: {len(failed)} variant(s) failed their check (no timing in the simulator)")
+        return 0
+
+    roof = kl.rooflines(quiet=True)
+    results["rooflines"] = roof
+    print(f"\nGPU: {results['gpu']}; copy roofline {roof.get('copy_gbps', float('nan')):,.0f} GB/s", flush=True)
+    try:
+        import cupy as cp
+    except ImportError:
+        cp = None
+    try:
+        from kernel_lab.tensor_cores.peers import CublasLtInt8
+        import nvmath  # noqa: F401
+    except ImportError:
+        CublasLtInt8 = None
+    n_out, k = 4096, 4096
+    rng = np.random.default_rng(4)
+    wf = rng.standard_normal((n_out, k)).astype(np.float32)
+    w_scales = qref.int4_group_scales_f32(wf)
+    w32 = cuda.to_device(qref.int4_pack(qref.int4_quantize_f32(wf, w_scales)).view(np.int32))
+    ws = cuda.to_device(w_scales)
+    w8, _ = qref.int8_per_row_f32(wf)
+    int4_bytes = n_out * k // 2 + 4 * w_scales.size
+    names = [(name, launch, kern) for name, launch, kern in variants() if ok[name]]
+    for m in (1, 4, 16, 64):
+        xf = rng.standard_normal((m, k)).astype(np.float32)
+        xq, xs = qref.int8_per_row_f32(xf)
+        a32, xsd = cuda.to_device(qk.as_words(xq)), cuda.to_device(xs)
+        y = cuda.device_array((m, n_out), np.float32)
+        cases = [(name, (lambda launch=launch: launch(y, a32, xsd, w32, ws)), int4_bytes, kern)
+                 for name, launch, kern in names]
+        cases.insert(1, (cases[0][0] + " (again)",) + cases[0][1:])  # the noise between two runs
+        if cp is not None:
+            cx, cw = cp.asarray(xf), cp.asarray(wf)
+            cases.append(("cuBLAS SGEMM (CuPy, fp32)", lambda cx=cx, cw=cw: cx @ cw.T, 4 * n_out * k, None))
+            if CublasLtInt8 is not None:
+                lt = CublasLtInt8(m, n_out, k)
+                cxq, cwq, cc = cp.asarray(xq), cp.asarray(w8), cp.empty((m, n_out), cp.int32)
+                cases.append(("cuBLASLt int8 (int8 weights)", lambda lt=lt, cxq=cxq, cwq=cwq, cc=cc: lt(cxq, cwq, cc),
+                              n_out * k, None))
+        base_us = None
+        for name, fn, nbytes, kern in cases:
+            meas = kl.benchmark(f"{name}, M={m}", fn, bytes=nbytes, inputs=(a32,), quiet=True, repeat=50)
+            us = meas.ms * 1000
+            base_us = base_us or us
+            frac = 100 * meas.fraction if meas.fraction is not None else float("nan")
+            regs = registers(kern) if kern is not None else None
+            print(f"M={m:<3d} {name:38s} {us:8.2f} us  {frac:5.1f}% of copy (its bytes)  "
+                  f"{base_us / us:5.2f}x pkg  spread {100 * (meas.spread or 0):3.0f}%"
+                  f"{'  regs ' + str(regs) if regs else ''}", flush=True)
+            results["variants"].append(dict(name=name, m=m, check="ok", us=us, fraction=meas.fraction,
+                                            spread=meas.spread, bytes=nbytes, regs=regs))
+    out = os.environ.get("OUT")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "w4a8_variants.json").write_text(json.dumps(results, indent=1, default=str))
+    failed = [n for n, good in ok.items() if not good]
+    print(f"\nprobe done: {len(failed)} variant(s) failed their check")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
