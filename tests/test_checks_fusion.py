@@ -103,7 +103,7 @@ def conv_tile_halo_off_by_one(x, w, bias, y):
         y[b, o, oy0 + ty, ox0 + tx] = max(acc + bias[o], float32(0))
 
 
-def _conv_kernel(bias_of, clamp=False, flip=False, relu=True):
+def _conv_kernel(bias_of, clamp=False, flip=False, relu=True, edge=0):
     """A one-pixel-per-thread kernel with one mistake chosen by the arguments."""
     @cuda.jit
     def k(x, w, bias, y):
@@ -120,8 +120,9 @@ def _conv_kernel(bias_of, clamp=False, flip=False, relu=True):
                         iy, ix = oy + i - 1, ox + j - 1
                         if clamp:  # the edge pixel repeated instead of zeros
                             iy, ix = min(max(iy, 0), h - 1), min(max(ix, 0), wd - 1)
-                        if 0 <= iy < h and 0 <= ix < wd:
-                            wi, wj = (2 - i, 2 - j) if flip else (i, j)
+                        if 0 <= iy < h and 0 <= ix < wd + edge:  # edge=1: the right edge's test <=
+                            wi, wj = ((2 - i, j) if flip == "rows" else (j, i) if flip == "transpose"
+                                      else (2 - i, 2 - j) if flip else (i, j))
                             acc += x[b, c, iy, ix] * w[o, c, wi, wj]
             v = acc + bias[bias_of(o, cout)]
             y[b, o, oy, ox] = max(v, float32(0)) if relu else v
@@ -140,6 +141,55 @@ next_channel = cuda.jit(device=True)(lambda o, cout: (o + 1) % cout)
     (_conv_kernel(same, relu=False), "the ReLU is missing"),
 ])
 def test_convolution_names_the_mistake(launch, message):
+    with pytest.raises(CheckFailed, match=message):
+        checks.check_conv(launch, seed=5)
+
+
+# The implicit GEMM's gather, as the learner writes it (docs/plans/03.2-implicit-gemm.md), through
+# igemm_launcher(gather=...): the simulator's smallest tile configuration (one pixel column per thread).
+IGEMM = conv.igemm_tiles()
+IG_BN, IG_RP = IGEMM.bn, IGEMM.threads // IGEMM.bn
+IG_NR = IGEMM.bk // IG_RP
+
+
+def _gather(sign=1, column_test=True):
+    """The learner's gather_x; ``sign=-1``: the column offset's sign flipped (w - dj);
+    ``column_test=False``: the padding test without its column half."""
+    @cuda.jit(device=True, inline="always")
+    def gather_x(x, rb, xb, c0, di, dj, ph, pw, cin, h, wd, t):
+        r0 = t // IG_BN
+        hw = h * wd
+        hh, ww = ph[0] + di, pw[0] + sign * dj
+        inside = 0 <= hh < h and (0 <= ww < wd or not column_test)
+        for v in range(IG_NR):
+            c = c0 + r0 + v * IG_RP
+            rb[v] = x[xb + c * hw + hh * wd + ww] if inside and c < cin else float32(0)
+    return gather_x
+
+
+def test_implicit_gemm_learner_gather_passes(capsys):
+    checks.check_conv(conv.igemm_launcher(IGEMM, gather=_gather()), name="implicit GEMM", seed=5)
+    assert "implicit GEMM: correct for all 3 shapes" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("gather, message", [
+    (_gather(sign=-1), r"the window's column offset has the wrong sign \(w - dj"),
+    (_gather(column_test=False), r"(?s)x was read outside the array.*a column \(or a row\) outside the image must "
+                                 r"load 0, not be read"),
+])
+def test_implicit_gemm_gather_mistakes_named(gather, message):
+    with pytest.raises(CheckFailed, match=message):
+        checks.check_conv(conv.igemm_launcher(IGEMM, gather=gather), name="implicit GEMM", seed=5)
+
+
+@pytest.mark.parametrize("launch, message", [
+    # the sign mistake in a direct kernel: the weight's row index mirrored (w[o, c, 2 - i, j])
+    (_conv_kernel(same, flip="rows"), r"the window's row offset has the wrong sign"),
+    (_conv_kernel(same, flip="transpose"), r"the window is transposed \(w\[o, c, j, i\]\)"),
+    (_conv_kernel(same, edge=1), r"(?s)x was read outside the array.*Hint: the padding: a column \(or a row\) "
+                                 r"outside the image must load 0, not be read\. Test .* 0 <= ix < W"),
+])
+def test_direct_convolution_window_mistakes_named(launch, message):
     with pytest.raises(CheckFailed, match=message):
         checks.check_conv(launch, seed=5)
 

@@ -456,3 +456,92 @@ def test_int4_tile_partial_tile_skipped_named():
         p, K.packed16_of(p, o.shape[1]), s, o)
     with pytest.raises(CheckFailed, match="never written"):
         checks.check_int4_dequantize(launch, shapes=[("2 x 4100", (2, 4100))], seed=40)
+
+
+# --- more mistakes of the fast forms, each named (the mutation test's notebook mutants, in small) ---
+
+def test_int8_x4_code_not_masked_named():
+    unmasked = mutant(K.pack4, "((c1 & 0xFF) << 8)", "(c1 << 8)")
+    bad = mutant(K.int8_quantize_x4, "a = amax[0]", "a = amax[0]", code=K.code8, pack4=unmasked)
+    with pytest.raises(CheckFailed, match="a negative code spilled into the bytes above it"):
+        checks.check_int8_quantize(q8_tile(bad), sizes=X4_SIZES, seed=41)
+
+
+def test_int8_x4_partial_tile_of_a_short_array_named():
+    """An array shorter than one tile is all partial tile: every word wrong, the tail right."""
+    bad = q8_tile_mutant("            if w + k * nb < nw:\n", "            if False:\n")
+    with pytest.raises(CheckFailed, match=r"(?s)no whole word was written.*the last, partial tile was skipped"):
+        checks.check_int8_quantize(q8_tile(bad), sizes=SIZES, seed=42)
+
+
+def test_int8_x4_tail_of_a_single_value_named():
+    bad = mutant(K.int8_dequantize_x4, "    if t < q.size:\n", "    if t < 0:\n")
+    with pytest.raises(CheckFailed, match="there is no whole word: every value is in the n % 4 tail"):
+        checks.check_int8_dequantize(dq8_tile(bad), sizes=[("1", 1)], seed=43)
+
+
+def test_byte_value_byte_order_reversed_named_on_the_cpu():
+    rev = mutant(K.byte_value, "b = (p >> (8 * k)) & 0xFF", "b = (p >> (24 - 8 * k)) & 0xFF")
+    with pytest.raises(CheckFailed, match="byte 0 came from byte 3: the byte order is reversed"):
+        checks.check_byte_value(rev)
+
+
+def test_int8_reciprocal_named_on_planted_values():
+    """The inputs hold values where x / s and x * (1 / s) round apart; the tile quantizer with FADD
+    rounding and a reciprocal fails on them."""
+    recip = mutant(K.code8_fadd, "return round_clamp_fadd(v / s,", "return round_clamp_fadd(v * (float32(1.0) / s),")
+    bad = mutant(K.int8_quantize_x4, "a = amax[0]", "a = amax[0]", code=recip)
+    with pytest.raises(CheckFailed, match="multiplies by 1 / scale"):
+        checks.check_int8_quantize(q8_tile(bad), sizes=SIZES, seed=44)
+    s = np.float32(0.0123)
+    ties = checks._reciprocal_ties(s)
+    assert ties.size == 8 and (np.rint(ties / s) != np.rint(ties * (np.float32(1) / s))).all()
+
+
+def test_fadd_magic_number_two_to_the_23_named():
+    magic = mutant(K.round_clamp_fadd, [("float32(12582912.0)", "float32(8388608.0)"),
+                                        ("int32(0x4B400000)", "int32(0x4B000000)")])
+    code = mutant(K.code8_fadd, "return round_clamp_fadd(", "return round_clamp_fadd(", round_clamp_fadd=magic)
+    bad = mutant(K.int8_quantize_x4, "a = amax[0]", "a = amax[0]", code=code)
+    with pytest.raises(CheckFailed, match=r"the rounding constant is 2\^23, not 1.5 \* 2\^23"):
+        checks.check_int8_quantize(q8_tile(bad), sizes=X4_SIZES, seed=45)
+
+
+def test_int4_groups4_bytes_of_the_two_byte_store_swapped_named():
+    bad = mutant(K.int4_quantize_groups4, "uint16(lo | (hi << 8))", "uint16(hi | (lo << 8))")
+    with pytest.raises(CheckFailed, match="the two bytes of each 2-byte store are in reversed order"):
+        checks.check_int4_quantize(q4_fast(bad), shapes=ALIGNED4[:1], seed=46)
+
+
+def test_int4_one_code_of_four_truncated_named():
+    bad = mutant(K.int4_quantize_groups4, "q0 = round_clamp_fadd(v[k, 0] / s, lo8, hi7)",
+                 "q0 = int32(min(max(v[k, 0] / s, lo8), hi7))")
+    with pytest.raises(CheckFailed, match=r"truncated toward zero.*Only value 4j \+ 0 of each four"):
+        checks.check_int4_quantize(q4_fast(bad), shapes=SHAPES4[1:2], seed=47)
+
+
+def int4_dq_tile(kernel):
+    return lambda o, p, s: kernel[(max(1, -(-(-(-o.shape[1] // 4)) // (4 * K.THREADS))), o.shape[0]), K.THREADS](
+        p, K.packed16_of(p, o.shape[1]), s, o)
+
+
+def test_int4_dequantize_scale_of_another_group_named():
+    quad = mutant(K.int4_dequantize_quad, "s = scales[r, c // INT4_GROUP]", "s = scales[r, (c - 1) // INT4_GROUP]")
+    bad = mutant(K.int4_dequantize_tile4, "r = cuda.blockIdx.y", "r = cuda.blockIdx.y", int4_dequantize_quad=quad)
+    with pytest.raises(CheckFailed, match=r"the wrong values have the scale of another group: value 0 of row 0 "
+                                          r"belongs to group 0 // 128 = 0, and got group 1's"):
+        checks.check_int4_dequantize(int4_dq_tile(bad), shapes=SHAPES4[1:2], seed=48)
+
+
+def test_int4_dequantize_partial_tile_named():
+    bad = mutant(K.int4_dequantize_tile4, "    else:\n        for k in range(4):", "    elif not vec:\n        for k in range(4):")
+    with pytest.raises(CheckFailed, match=r"(?s)no value of a row 256 wide.*the last, partial tile was skipped"):
+        checks.check_int4_dequantize(int4_dq_tile(bad), shapes=SHAPES4[1:2] + [("4 x 256", (4, 256))], seed=49)
+    with pytest.raises(CheckFailed, match=r"columns 4096..4099 of each row were never written: the last, partial"):
+        checks.check_int4_dequantize(int4_dq_tile(bad), shapes=ALIGNED4[1:], seed=50)
+
+
+def test_int4_high_nibble_alone_not_sign_extended_named():
+    bad = mutant(K.int4_dequantize, "hi = ((b >> 4) & 0xF) - ((b >> 4) & 0x8) * 2", "hi = (b >> 4) & 0xF")
+    with pytest.raises(CheckFailed, match="wrong sign extension.*Here only high nibbles are wrong"):
+        checks.check_int4_dequantize(int4_dq_launcher(bad), shapes=SHAPES4[1:], seed=51)

@@ -10,7 +10,9 @@ without the row max", ...), before the checker's general explanation.
 
 * :func:`check_gemm_bias_relu`: ``launch(c, a, b, bias)`` -> ``relu(a @ b + bias)``;
 * :func:`check_bytes_moved`: the learner's traffic count for notebook 03.1;
-* :func:`check_conv`: ``launch(y, x, w, bias)`` -> 3x3 convolution, padding 1, + bias (+ ReLU);
+* :func:`check_conv`: ``launch(y, x, w, bias)`` -> 3x3 convolution, padding 1, + bias (+ ReLU); it
+  names a window shifted, flipped, transposed or mirrored along one axis (the implicit GEMM's
+  ``w - dj``), and turns the simulator's report of a read outside x into the padding's message;
 * :func:`check_layernorm_gelu`: ``launch(y, mean, rstd, x, gamma, beta)``, float32 or float16;
 * :func:`check_epilogue`: ``launch(c, a, b, aux)`` for an epilogue of :mod:`kernel_lab.fusion.epilogues`;
 * :func:`check_row_softmax`: ``launch(out, a, b)`` -> ``softmax(a @ b)`` row by row.
@@ -19,6 +21,7 @@ without the row max", ...), before the checker's general explanation.
 from __future__ import annotations
 
 import math
+import re
 import secrets
 
 import numpy as np
@@ -225,6 +228,51 @@ def _conv_shifted(x, w, bias, sy, sx, relu):
     return np.maximum(y, 0.0) if relu else y
 
 
+def _window_sign(axis, wrong, index, weight):
+    return (f"the window's {axis} offset has the wrong sign ({wrong}, or the weight {weight}): the window is "
+            f"mirrored along the {axis}s. Output (h, w) reads x[h + i - 1, w + j - 1]: with the window offset "
+            "(di, dj) = (i - 1, j - 1), the input pixel is (h + di, w + dj), multiplied by w[o, c, i, j].")
+
+
+_READ_OUTSIDE = re.compile(r"reads `(?P<expr>[^`]*)`.*?outside the global array `\w+` of shape \((?P<shape>[\d, ]*)\)",
+                           re.S)
+
+
+def _conv_read_outside_x(name, exc, x):
+    """A CheckFailed for the simulator's report of a read outside ``x`` (4-D, on a row or column axis;
+    or flat, as the implicit GEMM takes it): a window position outside the image that was read
+    instead of taken as 0 (or, the same in a flat x, a padded channel c >= C_in). None for any other
+    error (a batch or channel index out of range keeps the simulator's own report)."""
+    try:
+        from ..simulator.errors import OutOfBoundsAccess
+    except ImportError:  # no simulator: a GPU reports nothing here
+        return None
+    if not isinstance(exc, OutOfBoundsAccess):
+        return None
+    text = str(exc)
+    m = _READ_OUTSIDE.search(text)
+    if m is None:
+        return None
+    shape = tuple(int(v) for v in m.group("shape").replace(" ", "").split(",") if v)
+    if shape not in (tuple(x.shape), (x.size,)):
+        return None
+    axis = re.search(r"Index -?\d+ on axis (\d+)", text)
+    if shape != (x.size,) and (axis is None or int(axis.group(1)) < x.ndim - 2):
+        return None  # a 4-D x read outside on the batch or channel axis: not the padding
+    first = text.strip().splitlines()[0]
+    site = next((ln.strip() for ln in text.splitlines() if ln.strip().startswith("at ")), "")
+    hint = ("the padding: a column (or a row) outside the image must load 0, not be read. Test the input pixel "
+            "under the window, 0 <= iy < H and 0 <= ix < W (iy = h + i - 1, ix = w + j - 1), before the load.")
+    if shape == (x.size,):  # flat, as the implicit GEMM's gather reads it
+        hint = ("the padding: a column (or a row) outside the image must load 0, not be read. Test the input "
+                "pixel under the window offset, 0 <= hh < H and 0 <= ww < W (hh = h + di, ww = w + dj), and load 0 "
+                "where the test fails. In a flat x, ww = -1 or W without the column test reads the neighbouring "
+                "row's pixel (a wrong value), and outside the array at the ends of x, where the simulator stopped "
+                "it. (Rows c >= C_in of a K-tile load 0 the same way.)")
+    return CheckFailed(f"{name}: x was read outside the array: {first}" + (f"\n  {site}" if site else "")
+                       + "\nHint: " + hint)
+
+
 def _wrong_bias(x, w, bias, ref_lin, relu):
     """A function naming a bias taken from the wrong channel (or missing, or doubled) from what the
     kernel wrote: where both are positive, got - ref is constant per (batch, channel) plane."""
@@ -276,7 +324,14 @@ def check_conv(launch, *, name="3x3 convolution + bias + ReLU", relu=True, tile=
         x = rng.standard_normal((b, cin, h, wd), dtype=np.float32)
         w = rng.standard_normal((cout, cin, 3, 3), dtype=np.float32)
         bias = (rng.standard_normal(cout) * 2).astype(np.float32)
-        (got, guard), = _run(name, launch, [((b, cout, h, wd), np.float32)], (x, w, bias))
+        ctx = f" (shape {label}: B, C_in, C_out, H, W = {b}, {cin}, {cout}, {h}, {wd})"
+        try:
+            (got, guard), = _run(name, launch, [((b, cout, h, wd), np.float32)], (x, w, bias))
+        except Exception as exc:  # noqa: BLE001 - the simulator's report of a read outside x
+            named = _conv_read_outside_x(name + ctx, exc, x)
+            if named is None:
+                raise
+            raise named from None
         ref = reference(x, w, bias, relu=relu)
         ref_lin = reference(x, w, bias, relu=False)
         inner = np.zeros((h, wd), bool)
@@ -300,6 +355,12 @@ def check_conv(launch, *, name="3x3 convolution + bias + ReLU", relu=True, tile=
             ("the window is flipped (w[o, c, 2 - i, 2 - j]): a deep-learning 'convolution' is a "
              "cross-correlation, w[o, c, i, j] multiplies x[h + i - 1, w + j - 1].",
              reference(x, w[:, :, ::-1, ::-1], bias, relu=relu)),
+            ("the window is transposed (w[o, c, j, i]): w[o, c, i, j] multiplies x[h + i - 1, w + j - 1], i along "
+             "the rows.", reference(x, w.transpose(0, 1, 3, 2), bias, relu=relu)),
+            (_window_sign("column", "w - dj", "j", "w[o, c, i, 2 - j]"),
+             reference(x, w[:, :, :, ::-1], bias, relu=relu) if wd > 1 else None),
+            (_window_sign("row", "h - di", "i", "w[o, c, 2 - i, j]"),
+             reference(x, w[:, :, ::-1, :], bias, relu=relu) if h > 1 else None),
             ("the ReLU is missing.", ref_lin if relu else None),
             ("the ReLU is applied, but this kernel (the first of the unfused chain) must leave conv + bias.",
              None if relu else ref),
@@ -309,7 +370,6 @@ def check_conv(launch, *, name="3x3 convolution + bias + ReLU", relu=True, tile=
             (None, _wrong_bias(x, w, bias, ref_lin, relu)),
         ]
         mistakes = [(hh, r) for hh, r in mistakes if r is not None]
-        ctx = f" (shape {label}: B, C_in, C_out, H, W = {b}, {cin}, {cout}, {h}, {wd})"
         fails.run(label, lambda: _judge(name, ctx, got, guard, ref, fmt="float32", k=9 * cin + 1,
                                         magnitude=magnitude(x, w, bias), mistakes=mistakes, seed=seed))
     fails.raise_any([lb for lb, _ in shapes])

@@ -21,7 +21,11 @@ when the wrong result is exactly what that mistake produces:
   not written, the last partial tile skipped, a misaligned 16-byte access, the bytes of a word in
   reversed order, and a byte read back with a shift pair that Numba computes in 64 bits
   (``(p << 24) >> 24``: right in the simulator, wrong on a GPU; :func:`check_byte_value` finds it
-  on the CPU with Numba's own typing);
+  on the CPU with Numba's own typing); a code not masked to its byte before it is shifted into the
+  word; the FADD rounding's constant 2^23 instead of 1.5 * 2^23; multiplying by ``1 / scale`` (the
+  "normal" inputs plant values where the two round apart); INT4: the two bytes of a 2-byte store
+  swapped, one code of four rounded wrong, a value given another group's scale, the 16-byte path's
+  last partial tile skipped;
 * ternary: packing order, the code of -1; GEMMs: the last K word skipped, group scales misplaced.
 
 Outputs are poisoned first: floats with NaN, integer codes with the bitwise complement of the right
@@ -164,6 +168,10 @@ TRUNC_HINT = ("the codes are truncated toward zero (int(v), or a float stored in
               "first, round(v), ties to even.")
 RECIP_HINT = ("a few codes differ by one: the kernel multiplies by 1 / scale, which rounds differently from "
               "x / scale near ties. The format divides: x / scale.")
+MAGIC_HINT = ("the codes of negative values are wrong, those of the others right: the rounding constant is 2^23, "
+              "not 1.5 * 2^23. v + 2^23 falls below 2^23 for a negative v, where float32's spacing is 0.5 (not 1) "
+              "and the exponent bits change, so the low bits are not the integer. With 1.5 * 2^23 (12582912.0, "
+              "bits 0x4B400000) every v in [-2^22, 2^22] keeps the exponent, and the low bits are round(v).")
 SATURATION_HINT = ("codes beyond the range wrapped around instead of saturating: clamp before converting, "
                    "min(max(round(v), lo), hi). A float out of range converted to int8 or uint8 is garbage.")
 
@@ -179,6 +187,12 @@ def _code_hints(got, x, scale, lo, hi, offset=0):
                                 + off, lo, hi), RECIP_HINT)]:
         if _same(got.astype(np.int64), cand.astype(np.int64)):
             hints.append(hint)
+    if not hints and lo == -127 and got.dtype == np.int8:
+        with np.errstate(over="ignore", invalid="ignore"):
+            t = np.clip(v, np.float32(lo), np.float32(hi)).astype(np.float32) + np.float32(1 << 23)
+            low = (t.view(np.int32).astype(np.int64) - 0x4B000000) & 0xFF
+        if _same(got, low.astype(np.uint8).view(np.int8)):
+            hints.append(MAGIC_HINT)
     if not hints and lo == -127 and _same(got.astype(np.int64), np.clip(ref.rint_f32(v), -128, 127).astype(np.int64)):
         hints.append("-128 appears: the symmetric INT8 range is [-127, 127] (clamp to -127), so that "
                      "negating a code never overflows and the range is the same on both sides.")
@@ -209,16 +223,47 @@ def _word_layout_hints(got, want, n, what):
                 "four values at a time (a 32-bit word of codes, a 16-byte vector), they are the tail: they have no "
                 "whole word, and need the scalar path: thread t of the grid does value 4 * (n // 4) + t (if it "
                 "exists), one value at a time."]
+    if whole == 0 and got.dtype.kind == "f" and np.isnan(got).all():
+        return [f"none of the {n} values was written. With fewer than 4 values there is no whole word: every value "
+                "is in the n % 4 tail, which needs the scalar path (thread t of the grid does value 4 * (n // 4) + t, "
+                "if it exists), or the exercise is not done yet."]
     if whole >= 8 and _same(got[:whole].reshape(-1, 4)[:, ::-1], want[:whole].reshape(-1, 4)):
         return ["byte order reversed within each word: byte k of word w is element 4w + k (little-endian: the "
                 "first value in the LOW byte, code0 | code1 << 8 | code2 << 16 | code3 << 24)."]
+    if got.dtype == np.int8 and whole >= 4 and _unmasked_codes(got[:whole], want[:whole]):
+        return ["a negative code spilled into the bytes above it: the int32 -3 is 0xFFFFFFFD, and shifted "
+                "without a mask its sign bits overwrite the next codes of the word. Mask every code to its byte "
+                "before shifting: (c0 & 0xFF) | ((c1 & 0xFF) << 8) | ((c2 & 0xFF) << 16) | (c3 << 24)."]
     first, last = int(idx[0]), int(idx[-1])
-    if 0 < first and last < whole and wrong[first:whole].mean() >= 0.5:  # (a thread or so may still fit a whole tile)
-        return [f"{int(wrong.sum())} {what} between {first} and {whole - 1} (the last words before the tail) are "
-                "wrong, everything before them right: the last, partial tile was skipped. Where fewer than four "
-                "words a block apart are left (w + 3 * nb >= number of words), the thread still does the words "
-                "that exist, one at a time."]
+    # Every whole word unwritten (still the poison) while the scalar tail after them is right: the
+    # kernel ran, but skipped its only tile, a partial one.
+    unwritten = (np.isnan(got[wrong]).all() if got.dtype.kind == "f"
+                 else np.array_equal(got[wrong], (~want.astype(got.dtype))[wrong]))
+    tail_written = n % 4 and whole and last < whole and unwritten
+    if last < whole and (0 < first or tail_written) and wrong[first:whole].mean() >= 0.5:
+        # (a thread or so may still fit a whole tile)
+        where = (f"{int(wrong.sum())} {what} between {first} and {whole - 1} (the last words before the tail) are "
+                 "wrong, everything before them right" if first else
+                 f"no whole word was written ({int(wrong.sum())} {what}) while the n % 4 tail after them is right "
+                 f"(an array of {n // 4} words, shorter than one tile of four words per thread, is all partial tile)")
+        return [where + ": the last, partial tile was skipped. Where fewer than four words a block apart are left "
+                "(w + 3 * nb >= number of words), the thread still does the words that exist, one at a time."]
     return []
+
+
+def _unmasked_codes(got, want):
+    """Do the words of ``got`` (int8 codes, four per word) match ``want`` packed with some of codes
+    0-2 not masked to their byte (a negative code's sign bits OR-ed over the bytes above)?"""
+    c = want.reshape(-1, 4).astype(np.int64)
+    right = (c[:, 0] & 0xFF) | ((c[:, 1] & 0xFF) << 8) | ((c[:, 2] & 0xFF) << 16) | ((c[:, 3] & 0xFF) << 24)
+    for unmasked in range(1, 8):
+        word = right.copy()
+        for k in range(3):
+            if unmasked >> k & 1:
+                word |= (c[:, k] << (8 * k)) & 0xFFFFFFFF
+        if not np.array_equal(word, right) and _same(got, word.astype(np.uint32).view(np.int8)):
+            return True
+    return False
 
 
 def _int64_shift_hint(got, q, scale):
@@ -276,6 +321,10 @@ def check_byte_value(byte_value, *, name: str = "byte_value") -> None:
             hints.append(BYTE_SHIFT_HINT)
         elif np.array_equal(got, np.arange(256, dtype=np.float64)):
             hints.append("the byte came out unsigned (0..255): sign-extend it, bit 7 weighs -128.")
+        elif np.array_equal(got, (words.view(np.uint32) >> np.uint32(24 - 8 * k) & np.uint32(0xFF)).astype(np.uint8)
+                            .view(np.int8).astype(np.float64)):
+            hints.append(f"byte {k} came from byte {3 - k}: the byte order is reversed. Byte k is bits 8k..8k+7 "
+                         "(byte 0 the LOW byte, the first code of the word, as pack4 put it): (p >> (8 * k)) & 0xFF.")
         raise CheckFailed("\n".join([f"{name} (byte {k}, Numba on the CPU): {int((got != want).sum())} of 256 "
                                      f"byte values wrong, first word {int(words[bad]):#010x}: expected "
                                      f"{float(want[bad])!r}, got {got[bad]!r}"] + ["Hint: " + h for h in hints]))
@@ -299,6 +348,7 @@ def _int8_inputs(n, rng, kind):
     if kind == "normal":
         x = (rng.standard_normal(n) * 0.37).astype(np.float32)
         x[rng.integers(n)] = -np.abs(x).max() * np.float32(1.25)
+        _plant_reciprocal_ties(x)
         return x, None
     if kind == "zeros":
         x = np.zeros(n, np.float32)
@@ -308,6 +358,39 @@ def _int8_inputs(n, rng, kind):
     x = (rng.standard_normal(n) * 2.0).astype(np.float32)
     x[0], x[n - 1] = 50.0, -60.0
     return x, np.float32(np.percentile(np.abs(x), 90))
+
+
+def _reciprocal_ties(scale, count=8):
+    """Values x (|x| < 101 scale) that round differently as ``x / scale`` and as ``x * (1 / scale)``
+    in float32: near a tie, the reciprocal's own rounding moves the product across it."""
+    s = np.float32(scale)
+    inv = np.float32(1) / s
+    found = []
+    for k in range(100):
+        base = np.float32((k + 0.5) * float(s))
+        for d in range(-4, 5):
+            v = np.float32(base)
+            for _ in range(abs(d)):
+                v = np.nextafter(v, np.float32(np.inf) if d > 0 else np.float32(-np.inf))
+            for x in (v, -v):
+                if np.rint(x / s) != np.rint(np.float32(x * inv)):
+                    found.append(np.float32(x))
+            if len(found) >= count:
+                return np.array(found[:count], np.float32)
+    return np.array(found, np.float32)
+
+
+def _plant_reciprocal_ties(x):
+    """Put a few of :func:`_reciprocal_ties` into ``x`` (in place, evenly spaced, never over its
+    absmax): a kernel that multiplies by 1 / scale then fails, and RECIP_HINT names it. Deterministic,
+    so the rest of the draw is unchanged."""
+    amax = np.float32(np.abs(x).max())
+    keep = int(np.argmax(np.abs(x)))
+    ties = _reciprocal_ties(ref.int8_scale_f32(amax))
+    if x.size < 2 * ties.size + 2 or not ties.size:
+        return
+    at = [i for i in np.linspace(1, x.size - 2, ties.size).astype(int) if i != keep]
+    x[at] = ties[:len(at)]
 
 
 def check_int8_quantize(launch, *, name: str = "int8 quantize", given_amax: bool = True, sizes=None,
@@ -530,9 +613,80 @@ def check_int4_quantize(launch, *, name: str = "int4 quantize", shapes=None, see
             hints.append(f"only the last byte of each row is wrong: with {cols} values (odd) the last byte holds "
                          "one value in its low nibble. The odd tail was dropped (or its missing partner read "
                          "past the row): write it with a high nibble of 0.")
+        elif cols % 4 == 0 and _same(got_p.reshape(rows, -1, 2)[:, :, ::-1], want_p.reshape(rows, -1, 2)):
+            hints.append("the two bytes of each 2-byte store are in reversed order: a uint16 is little-endian, its "
+                         "LOW byte comes first in memory. The byte of values 4j, 4j + 1 is the low one: "
+                         "uint16(lo | (hi << 8)).")
+        else:
+            hints += _int4_code_hints(got_p, want_p, x, want_s, cols)
         _fail(name, case + ", packed bytes", got_p, want_p, hints, seed)
     progress.passed(name)
     print(f"{name}: bit-exact for all {len(shapes)} shapes ({', '.join(lb for lb, _ in shapes)})")
+
+
+def _int4_code_hints(got_p, want_p, x, scales, cols):
+    """Name a rounding mistake from the codes that are wrong (a kernel may round some of its four
+    values right and one wrong): every wrong code is what truncation (or ties away from zero) gives."""
+    got_q = ref.int4_unpack(got_p, cols).astype(np.int64)
+    want_q = ref.int4_unpack(want_p, cols).astype(np.int64)
+    wrong = got_q != want_q
+    if not wrong.any():
+        return []
+    v = x / np.repeat(scales, INT4_GROUP, 1)[:, :cols]
+    for cand, hint in [(np.clip(np.trunc(v), -8, 7), TRUNC_HINT), (np.clip(_away(v), -8, 7), TIES_HINT)]:
+        if np.array_equal(got_q[wrong], cand.astype(np.int64)[wrong]):
+            cols_wrong = np.unique(np.argwhere(wrong)[:, 1] % 4)
+            which = (f" (Only value 4j + {', '.join(str(int(c)) for c in cols_wrong)} of each four is wrong.)"
+                     if cols_wrong.size < 4 else "")
+            return [hint + which]
+    return []
+
+
+def _group_scale_hint(got, want, q, scales):
+    """Every wrong value is its code times the scale of ANOTHER group of its row: name the group
+    index (value c belongs to group c // 128)."""
+    wrong = (got != want) & (q != 0)
+    if not wrong.any() or scales.shape[1] < 2 or np.isnan(got[wrong]).any():
+        return []
+    rows_w, cols_w = np.nonzero(wrong)
+    cand = q[rows_w, cols_w, None].astype(np.float32) * scales[rows_w]  # (wrong, groups)
+    hit = cand == got[rows_w, cols_w, None]
+    if not hit.any(axis=1).all():
+        return []
+    used = hit.argmax(axis=1)
+    c, g = int(cols_w[0]), int(used[0])
+    return [f"the wrong values have the scale of another group: value {c} of row {int(rows_w[0])} belongs to "
+            f"group {c} // {INT4_GROUP} = {c // INT4_GROUP}, and got group {g}'s. Work out the group from the "
+            f"value's column c (c // {INT4_GROUP}, the same for the four values of a quad), not from a byte or "
+            "quad index, and not from a neighbouring column."]
+
+
+def _which_nibbles(wrong, all_of_them):
+    if all_of_them:
+        return ""
+    odd = np.argwhere(wrong)[:, 1] % 2 == 1
+    which = "high" if odd.all() else "low" if not odd.any() else "some of the"
+    return f" Here only {which} nibbles are wrong: extend every nibble the same way."
+
+
+def _partial_tile_hint(got, want, cols, scalar_passed):
+    """A tile kernel (four quads a block apart per thread) that skips the last, partial tile of a row
+    leaves, on a row whose width is a multiple of 4, the values after its whole tiles unwritten: the
+    end of every row, or all of it when a row is shorter than one tile."""
+    wrong = got != want
+    if cols % 4 or not np.isnan(got[wrong]).all():
+        return None
+    starts = [int(np.flatnonzero(w)[0]) if w.any() else cols for w in wrong]
+    ends_unwritten = all(np.isnan(got[r, c:]).all() for r, c in enumerate(starts))
+    if not ends_unwritten or (min(starts) == 0 and not scalar_passed):
+        return None
+    where = (f"columns {min(starts)}..{cols - 1} of each row were never written" if min(starts) > 0 else
+             f"no value of a row {cols} wide (a multiple of 4: the 16-byte path) was written, while the widths "
+             f"that are not a multiple of 4 came out right; a row of {cols // 4} quads is shorter than one tile, so "
+             "all of it is the last, partial tile")
+    return (f"{where}: the last, partial tile was skipped. Where fewer than four quads a block apart are left "
+            "(j + 3 * nb >= cols // 4), the thread still does the quads that exist, one at a time "
+            "(dequantize_quad), on the 16-byte path too.")
 
 
 def check_int4_dequantize(launch, *, name: str = "int4 dequantize", shapes=None, seed=None) -> None:
@@ -541,6 +695,7 @@ def check_int4_dequantize(launch, *, name: str = "int4 dequantize", shapes=None,
     seed = _seed(seed)
     rng = np.random.default_rng(seed)
     shapes = shapes or int4_shapes()
+    scalar_passed = False  # a width that is not a multiple of 4 (the scalar path) came out right
     for label, (rows, cols) in shapes:
         q = rng.integers(-8, 8, (rows, cols)).astype(np.int8)
         q[0, : min(cols, 4)] = np.array([-8, 7, -1, 1], np.int8)[: min(cols, 4)]
@@ -551,21 +706,28 @@ def check_int4_dequantize(launch, *, name: str = "int4 dequantize", shapes=None,
         _run(name, launch, out, _dev(packed), _dev(scales))
         got = out.copy_to_host()
         if np.array_equal(got, want):
+            scalar_passed = scalar_passed or cols % 4 != 0
             continue
         hints = []
         s_full = np.repeat(scales, INT4_GROUP, 1)[:, :cols]
         unsigned = (q.astype(np.uint8) & 0xF).astype(np.float32) * s_full
         swapped = ref.int4_unpack(_swap_nibbles(packed), 2 * packed.shape[1])[:, :cols].astype(np.float32) * s_full
-        if _same(got, unsigned.astype(np.float32)):
+        wrong = got != want  # (NaN included)
+        if np.array_equal(got[wrong], unsigned.astype(np.float32)[wrong]):  # every nibble, or only the high ones
             hints.append("wrong sign extension: nibbles 8..15 stand for -8..-1 (4-bit two's complement). "
-                         "v = b & 0xF; if v >= 8: v -= 16  (or (v ^ 8) - 8).")
+                         "v = b & 0xF; if v >= 8: v -= 16  (or (v ^ 8) - 8)."
+                         + _which_nibbles(wrong, _same(got, unsigned.astype(np.float32))))
         elif _same(got, swapped.astype(np.float32)):
             hints.append("nibble order swapped: the low nibble of byte j is element 2j, the high one 2j+1.")
         elif cols > 1 and cols % 2 and _same(got[:, :-1], want[:, :-1]) and np.isnan(got[:, -1]).all():
             hints.append(f"the last value of every row is missing: {cols} is odd, so the last byte carries one "
                          "value (its low nibble). The odd tail was dropped.")
+        elif hint := _partial_tile_hint(got, want, cols, scalar_passed):
+            hints.append(hint)
         elif np.isnan(got).any():
             hints.append(f"{int(np.isnan(got).sum())} outputs were never written (e.g. at {_where(np.isnan(got))}).")
+        else:
+            hints += _group_scale_hint(got, want, q, scales)
         _fail(name, f"shape {label}", got, want, hints, seed)
     progress.passed(name)
     print(f"{name}: bit-exact for all {len(shapes)} shapes ({', '.join(lb for lb, _ in shapes)})")
