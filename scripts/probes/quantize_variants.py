@@ -5,7 +5,7 @@
     PYTHONPATH=utilities python3 scripts/probes/quantize_variants.py --sim    # simulator: checks only
     ... --only q8,dq8     run some sections only (q8, dq8, amax, q4, dq4)
 
-Five sections, each the notebooks' kernel (the package's copy, ``kernel_lab.quant.kernels``) as the
+Five sections, each the notebooks' kernel (the package's, ``kernel_lab.quant.kernels`` as ``K``) as the
 baseline, timed twice to show the noise, then candidates. Every variant is first checked bit-exactly
 against the NumPy reference through the notebooks' own checks (``kernel_lab.checks.quantization``:
 ties, zeros, clipping, sizes that are not multiples of 4 or 16, odd rows); a variant that fails is
@@ -27,11 +27,11 @@ tried: 16-byte loads (``load4``), several chunks per thread loaded before any st
 grid (``flat``; ``flat x1`` is the notebook's body without the loop, to separate the two effects).
 ``fadd`` variants also test whether the quantizers' arithmetic matters: Numba's ``round()`` on a
 float32 converts to float64 and then to int64 (two quarter-rate conversions per value); they round
-with a float32 addition instead (``round_clamp_fadd``), bit-exact. Persistent variants size their
+with a float32 addition instead (``K.round_clamp_fadd``), bit-exact. Persistent variants size their
 grid from the compiled kernel's occupancy (``resident_blocks``): above 32 registers, 8 blocks of
-256 per SM do not fit. ``pkg x4`` dequantize is expected to FAIL its check on a GPU: its
-``(p << 24) >> 24`` is computed in int64 by Numba and sign-extends nothing (the simulator's NumPy
-int32 hides it); ``pers x4`` is the same kernel with masks.
+256 per SM do not fit. dq8's ``pers x4`` is the package's former ``int8_dequantize_x4`` (persistent,
+a word per trip) with its sign extension by masks: the former's ``(p << 24) >> 24`` was computed in
+int64 by Numba and sign-extended nothing on a GPU (the simulator's NumPy int32 hid it).
 
 q4's ``2d`` and ``sub`` variants test the instruction count: the sm_90 SASS of ``g1 u16 fadd`` issues
 322 instructions per lane per group of 4 values on its hot path (212 integer: two signed 64-bit
@@ -48,6 +48,12 @@ tile4 92.9%, tile4 fadd 100.8%, x16 93.3%; dq8 base 55.0%, flat x4 91.4%, tile4 
 old ``int8_dequantize_x4`` failed its check: its shifts ran in int64, since fixed); amax + quantize
 base 61.5%, absmax x4 + tile4 93.3%, + tile4 fadd 97.5% (absmax x4 alone 92.8%); q4 base 29.6%, best
 g4 u16 fadd 39.0%; dq4 base 41.8%, h4 tile4 88.3%.
+
+The winners are now the package's kernels and this probe runs those, not copies: q8 ``tile4`` and
+``tile4 fadd`` are ``K.int8_quantize_x4`` and ``K.int8_quantize_x4_fadd``, dq8 ``tile4`` is
+``K.int8_dequantize_x4``, amax's ``absmax x4`` is ``kernel_lab.scans.absmax_x4`` (launched by
+``absmax_vectorized``), q4 ``g4 u16 fadd`` is ``K.int4_quantize_groups4`` and dq4 ``h4 tile4`` is
+``K.int4_dequantize_tile4``; the other rows are the experiments that lost or are still open.
 """
 
 from __future__ import annotations
@@ -63,17 +69,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "utilities"))
 import numpy as np  # noqa: E402
 
 import kernel_lab as kl  # noqa: E402
-from numba import cuda, float32, int8, int32, uint8, uint16, uint32, uint64  # noqa: E402  (after kernel_lab)
+from numba import cuda, float32, int8, int32, uint8, uint16, uint64  # noqa: E402  (after kernel_lab)
 
 from kernel_lab.quant import kernels as K  # noqa: E402
 from kernel_lab.quant.integer import INT4_GROUP  # noqa: E402
-from kernel_lab.scans import (ABS_MASK, THREADS, absmax_grid_stride, block_max_u32, persistent_blocks,  # noqa: E402
-                              zero_first)
+from kernel_lab.scans import (THREADS, absmax_grid_stride, absmax_persistent, absmax_vectorized,  # noqa: E402
+                              absmax_x4, persistent_blocks)
 from kernel_lab.bitcast import float_bits  # noqa: E402
 from kernel_lab.vector_loads import load4, store4  # noqa: E402
-
-U = 4  # chunks of 4 values per thread in the unrolled variants (tile4, pers u4)
-
 
 # ================================================================================================
 # Small pieces shared by the variants
@@ -86,58 +89,9 @@ def scale_of(amax):
 
 
 @cuda.jit(device=True, inline="always")
-def code8(v, s):
-    """The INT8 code of ``v`` (a division, ties to even, saturated) as an integer in [-127, 127]."""
-    return min(max(round(v / s), -127), 127)
-
-
-@cuda.jit(device=True, inline="always")
-def pack4(v0, v1, v2, v3, s):
-    """Four codes in one int32 word, element k in byte k (little-endian), two's complement bytes.
-    The top byte is the signed code shifted (not masked): the word's value then fits an int32 in
-    any integer width, so the conversion is exact on the GPU and in the simulator alike."""
-    w = (code8(v0, s) & 0xFF) | ((code8(v1, s) & 0xFF) << 8) | ((code8(v2, s) & 0xFF) << 16) | (code8(v3, s) << 24)
-    return int32(w)
-
-
-@cuda.jit(device=True, inline="always")
-def round_clamp_fadd(v, lo, hi):
-    """``clamp(rint(v), lo, hi)`` with no conversion instruction: clamp in float (the bounds are
-    integers, so clamping before rounding gives the same), then add 1.5 * 2^23, where a float32's
-    spacing is 1: the addition itself rounds to the nearest integer, ties to even, and the
-    integer sits in the low bits of the sum. ``round()`` in Numba instead converts to float64 and
-    then to int64 (F2F.F64.F32 + F2I.S64.F64, two quarter-rate instructions per value)."""
-    t = min(max(v, lo), hi) + float32(12582912.0)
-    return int32(float_bits(t)) - int32(0x4B400000)
-
-
-@cuda.jit(device=True, inline="always")
-def pack4_fadd(v0, v1, v2, v3, s):
-    lo, hi = float32(-127.0), float32(127.0)
-    return int32((round_clamp_fadd(v0 / s, lo, hi) & 0xFF) | ((round_clamp_fadd(v1 / s, lo, hi) & 0xFF) << 8)
-                 | ((round_clamp_fadd(v2 / s, lo, hi) & 0xFF) << 16) | (round_clamp_fadd(v3 / s, lo, hi) << 24))
-
-
-@cuda.jit(device=True, inline="always")
-def byte_value(p, k):
-    """Byte ``k`` of word ``p`` as a signed value, with masks only: correct whatever width Numba
-    gives the shift (``(p << 24) >> 24`` is not: Numba types the shift of an int32 by an int as
-    int64, so it sign-extends nothing)."""
-    b = (p >> (8 * k)) & 0xFF
-    return float32(int32(b - ((b & 0x80) << 1)))  # via int32: a 32-bit conversion (I2F), not a 64-bit one
-
-
-@cuda.jit(device=True, inline="always")
-def nibble_value(h, k):
-    """Nibble ``k`` of ``h`` as a 4-bit two's complement value (bit 3 weighs -8)."""
-    v = (h >> (4 * k)) & 0xF
-    return float32(int32(v - ((v & 0x8) << 1)))
-
-
-def words_of(a, width=4):
-    """The whole-word prefix of a 1-D device array of bytes, seen as int32 words (size 0 if none)."""
-    n_words = a.size // width
-    return a[: width * n_words].view(np.int32)
+def pack_values(v0, v1, v2, v3, s):
+    """Four values' INT8 codes in one int32 word (``K.pack4`` of ``K.code8``)."""
+    return K.pack4(K.code8(v0, s), K.code8(v1, s), K.code8(v2, s), K.code8(v3, s))
 
 
 def blocks(n, per_block):
@@ -175,7 +129,7 @@ def q8_flat_x1(x, amax, q, scale_out):
     if i == 0:
         scale_out[0] = s
     if i < x.size:
-        q[i] = int8(code8(x[i], s))
+        q[i] = int8(K.code8(x[i], s))
 
 
 @cuda.jit
@@ -187,67 +141,10 @@ def q8_flat_x4(x, amax, q, q32, scale_out):
         scale_out[0] = s
     if w < q32.size:
         v0, v1, v2, v3 = load4(x, 4 * w)
-        q32[w] = pack4(v0, v1, v2, v3, s)
+        q32[w] = pack_values(v0, v1, v2, v3, s)
     t = 4 * q32.size + w
     if t < x.size:
-        q[t] = int8(code8(x[t], s))
-
-
-@cuda.jit
-def q8_tile4(x, amax, q, q32, scale_out):
-    """Four chunks of 4 values per thread, a block-sized stride apart (each load instruction of a
-    warp covers 512 contiguous bytes), all four 16-byte loads issued before the first store."""
-    s = scale_of(amax)
-    nb = cuda.blockDim.x
-    w = cuda.blockIdx.x * (U * nb) + cuda.threadIdx.x
-    if cuda.grid(1) == 0:
-        scale_out[0] = s
-    nw = q32.size
-    if w + 3 * nb < nw:
-        a0, a1, a2, a3 = load4(x, 4 * w)
-        b0, b1, b2, b3 = load4(x, 4 * (w + nb))
-        c0, c1, c2, c3 = load4(x, 4 * (w + 2 * nb))
-        d0, d1, d2, d3 = load4(x, 4 * (w + 3 * nb))
-        q32[w] = pack4(a0, a1, a2, a3, s)
-        q32[w + nb] = pack4(b0, b1, b2, b3, s)
-        q32[w + 2 * nb] = pack4(c0, c1, c2, c3, s)
-        q32[w + 3 * nb] = pack4(d0, d1, d2, d3, s)
-    else:
-        for k in range(U):
-            if w + k * nb < nw:
-                v0, v1, v2, v3 = load4(x, 4 * (w + k * nb))
-                q32[w + k * nb] = pack4(v0, v1, v2, v3, s)
-    t = 4 * nw + cuda.grid(1)
-    if t < x.size:
-        q[t] = int8(code8(x[t], s))
-
-
-@cuda.jit
-def q8_tile4_fadd(x, amax, q, q32, scale_out):
-    """``q8_tile4`` with ``round_clamp_fadd`` in place of ``round`` (no float64, no F2I)."""
-    s = scale_of(amax)
-    nb = cuda.blockDim.x
-    w = cuda.blockIdx.x * (U * nb) + cuda.threadIdx.x
-    if cuda.grid(1) == 0:
-        scale_out[0] = s
-    nw = q32.size
-    if w + 3 * nb < nw:
-        a0, a1, a2, a3 = load4(x, 4 * w)
-        b0, b1, b2, b3 = load4(x, 4 * (w + nb))
-        c0, c1, c2, c3 = load4(x, 4 * (w + 2 * nb))
-        d0, d1, d2, d3 = load4(x, 4 * (w + 3 * nb))
-        q32[w] = pack4_fadd(a0, a1, a2, a3, s)
-        q32[w + nb] = pack4_fadd(b0, b1, b2, b3, s)
-        q32[w + 2 * nb] = pack4_fadd(c0, c1, c2, c3, s)
-        q32[w + 3 * nb] = pack4_fadd(d0, d1, d2, d3, s)
-    else:
-        for k in range(U):
-            if w + k * nb < nw:
-                v0, v1, v2, v3 = load4(x, 4 * (w + k * nb))
-                q32[w + k * nb] = pack4_fadd(v0, v1, v2, v3, s)
-    t = 4 * nw + cuda.grid(1)
-    if t < x.size:
-        q[t] = int8(round_clamp_fadd(x[t] / s, float32(-127.0), float32(127.0)))
+        q[t] = int8(K.code8(x[t], s))
 
 
 @cuda.jit
@@ -266,17 +163,17 @@ def q8_pers_u4(x, amax, q, q32, scale_out):
         b0, b1, b2, b3 = load4(x, 4 * (w + g))
         c0, c1, c2, c3 = load4(x, 4 * (w + 2 * g))
         d0, d1, d2, d3 = load4(x, 4 * (w + 3 * g))
-        q32[w] = pack4(a0, a1, a2, a3, s)
-        q32[w + g] = pack4(b0, b1, b2, b3, s)
-        q32[w + 2 * g] = pack4(c0, c1, c2, c3, s)
-        q32[w + 3 * g] = pack4(d0, d1, d2, d3, s)
+        q32[w] = pack_values(a0, a1, a2, a3, s)
+        q32[w + g] = pack_values(b0, b1, b2, b3, s)
+        q32[w + 2 * g] = pack_values(c0, c1, c2, c3, s)
+        q32[w + 3 * g] = pack_values(d0, d1, d2, d3, s)
         w += 4 * g
     while w < nw:
         v0, v1, v2, v3 = load4(x, 4 * w)
-        q32[w] = pack4(v0, v1, v2, v3, s)
+        q32[w] = pack_values(v0, v1, v2, v3, s)
         w += g
     if t < x.size:
-        q[t] = int8(code8(x[t], s))
+        q[t] = int8(K.code8(x[t], s))
 
 
 @cuda.jit
@@ -293,19 +190,15 @@ def q8_x16(x, amax, q, q32, scale_out):
         b0, b1, b2, b3 = load4(x, 16 * j + 4)
         c0, c1, c2, c3 = load4(x, 16 * j + 8)
         d0, d1, d2, d3 = load4(x, 16 * j + 12)
-        store4(q32, 4 * j, pack4(a0, a1, a2, a3, s), pack4(b0, b1, b2, b3, s), pack4(c0, c1, c2, c3, s),
-               pack4(d0, d1, d2, d3, s))
+        store4(q32, 4 * j, pack_values(a0, a1, a2, a3, s), pack_values(b0, b1, b2, b3, s),
+               pack_values(c0, c1, c2, c3, s), pack_values(d0, d1, d2, d3, s))
     t = 16 * n16 + j
     if t < x.size:
-        q[t] = int8(code8(x[t], s))
+        q[t] = int8(K.code8(x[t], s))
 
 
 def q8_base_launch(q, scale, x, amax):
     K.int8_quantize[persistent_blocks(x.size), THREADS](x, amax, q, scale)
-
-
-def q8_x4pkg_launch(q, scale, x, amax):  # the package's x4 kernel: needs n % 4 == 0
-    K.launch_int8_quantize_x4(q, scale, x, amax)
 
 
 def q8_flat_x1_launch(q, scale, x, amax):
@@ -313,23 +206,23 @@ def q8_flat_x1_launch(q, scale, x, amax):
 
 
 def q8_flat_x4_launch(q, scale, x, amax):
-    q8_flat_x4[blocks(max(x.size // 4, 3), THREADS), THREADS](x, amax, q, words_of(q), scale)
+    q8_flat_x4[blocks(max(x.size // 4, 3), THREADS), THREADS](x, amax, q, K.int8_words(q), scale)
 
 
 def q8_tile4_launch(q, scale, x, amax):
-    q8_tile4[blocks(x.size // 4, U * THREADS), THREADS](x, amax, q, words_of(q), scale)
+    K.launch_int8_quantize_x4(q, scale, x, amax)
 
 
 def q8_tile4_fadd_launch(q, scale, x, amax):
-    q8_tile4_fadd[blocks(x.size // 4, U * THREADS), THREADS](x, amax, q, words_of(q), scale)
+    K.launch_int8_quantize_x4(q, scale, x, amax, fadd=True)
 
 
 def q8_pers_u4_launch(q, scale, x, amax):
-    q8_pers_u4[resident_blocks(q8_pers_u4, x.size // 4), THREADS](x, amax, q, words_of(q), scale)
+    q8_pers_u4[resident_blocks(q8_pers_u4, x.size // 4), THREADS](x, amax, q, K.int8_words(q), scale)
 
 
 def q8_x16_launch(q, scale, x, amax):
-    q8_x16[blocks(max(x.size // 16, 15), THREADS), THREADS](x, amax, q, words_of(q), scale)
+    q8_x16[blocks(max(x.size // 16, 15), THREADS), THREADS](x, amax, q, K.int8_words(q), scale)
 
 
 # ================================================================================================
@@ -338,7 +231,7 @@ def q8_x16_launch(q, scale, x, amax):
 
 @cuda.jit(device=True, inline="always")
 def store_word(out, i, p, s):
-    store4(out, i, byte_value(p, 0) * s, byte_value(p, 1) * s, byte_value(p, 2) * s, byte_value(p, 3) * s)
+    store4(out, i, K.byte_value(p, 0) * s, K.byte_value(p, 1) * s, K.byte_value(p, 2) * s, K.byte_value(p, 3) * s)
 
 
 @cuda.jit
@@ -351,8 +244,8 @@ def dq8_flat_x1(q, scale, out):
 
 @cuda.jit
 def dq8_pers_x4(q, q32, scale, out):
-    """The package's ``int8_dequantize_x4`` (persistent, a word per trip, a 16-byte store) with its
-    sign extension done by masks (``byte_value``), plus the n % 4 tail."""
+    """The package's former ``int8_dequantize_x4`` (persistent, a word per trip, a 16-byte store)
+    with its sign extension done by masks (``byte_value``), plus the n % 4 tail."""
     s = scale[0]
     w = cuda.grid(1)
     t = 4 * q32.size + w
@@ -371,31 +264,6 @@ def dq8_flat_x4(q, q32, scale, out):
     if w < q32.size:
         store_word(out, 4 * w, q32[w], s)
     t = 4 * q32.size + w
-    if t < q.size:
-        out[t] = float32(q[t]) * s
-
-
-@cuda.jit
-def dq8_tile4(q, q32, scale, out):
-    """Four words per thread, a block apart (coalesced), the four loads before the first store."""
-    s = scale[0]
-    nb = cuda.blockDim.x
-    w = cuda.blockIdx.x * (U * nb) + cuda.threadIdx.x
-    nw = q32.size
-    if w + 3 * nb < nw:
-        p0 = q32[w]
-        p1 = q32[w + nb]
-        p2 = q32[w + 2 * nb]
-        p3 = q32[w + 3 * nb]
-        store_word(out, 4 * w, p0, s)
-        store_word(out, 4 * (w + nb), p1, s)
-        store_word(out, 4 * (w + 2 * nb), p2, s)
-        store_word(out, 4 * (w + 3 * nb), p3, s)
-    else:
-        for k in range(U):
-            if w + k * nb < nw:
-                store_word(out, 4 * (w + k * nb), q32[w + k * nb], s)
-    t = 4 * nw + cuda.grid(1)
     if t < q.size:
         out[t] = float32(q[t]) * s
 
@@ -446,78 +314,35 @@ def dq8_base_launch(out, q, scale):
     K.launch_int8_dequantize(out, q, scale)
 
 
-def dq8_x4pkg_launch(out, q, scale):  # the package's x4 kernel: needs n % 4 == 0
-    K.launch_int8_dequantize_x4(out, q, scale)
-
-
 def dq8_flat_x1_launch(out, q, scale):
     dq8_flat_x1[blocks(q.size, THREADS), THREADS](q, scale, out)
 
 
 def dq8_pers_x4_launch(out, q, scale):
-    dq8_pers_x4[persistent_blocks(q.size // 4), THREADS](q, words_of(q), scale, out)
+    dq8_pers_x4[persistent_blocks(q.size // 4), THREADS](q, K.int8_words(q), scale, out)
 
 
 def dq8_flat_x4_launch(out, q, scale):
-    dq8_flat_x4[blocks(max(q.size // 4, 3), THREADS), THREADS](q, words_of(q), scale, out)
+    dq8_flat_x4[blocks(max(q.size // 4, 3), THREADS), THREADS](q, K.int8_words(q), scale, out)
 
 
 def dq8_tile4_launch(out, q, scale):
-    dq8_tile4[blocks(q.size // 4, U * THREADS), THREADS](q, words_of(q), scale, out)
+    K.launch_int8_dequantize_x4(out, q, scale)
 
 
 def dq8_pers_u4_launch(out, q, scale):
-    dq8_pers_u4[resident_blocks(dq8_pers_u4, q.size // 4), THREADS](q, words_of(q), scale, out)
+    dq8_pers_u4[resident_blocks(dq8_pers_u4, q.size // 4), THREADS](q, K.int8_words(q), scale, out)
 
 
 def dq8_x16_launch(out, q, scale):
-    dq8_x16[blocks(max(q.size // 16, 15), THREADS), THREADS](q, words_of(q), scale, out)
+    dq8_x16[blocks(max(q.size // 16, 15), THREADS), THREADS](q, K.int8_words(q), scale, out)
 
 
 # ================================================================================================
 # 3. absmax + quantize (05.1's launch_quantize): module 02's absmax, then a quantizer
 
 
-@cuda.jit
-def absmax_x4(bits, out):
-    """Module 02's persistent absmax with 16-byte loads: four uint32 x 4 (64 bytes) in flight per
-    thread per trip; the n % 4 last values one by one."""
-    g = cuda.gridsize(1)
-    c = cuda.grid(1)
-    nc = bits.size // 4
-    m0 = uint32(0)
-    m1 = uint32(0)
-    m2 = uint32(0)
-    m3 = uint32(0)
-    mask = uint32(ABS_MASK)
-    while c + 3 * g < nc:
-        a0, a1, a2, a3 = load4(bits, 4 * c)
-        b0, b1, b2, b3 = load4(bits, 4 * (c + g))
-        c0, c1, c2, c3 = load4(bits, 4 * (c + 2 * g))
-        d0, d1, d2, d3 = load4(bits, 4 * (c + 3 * g))
-        m0 = max(m0, max(max(a0 & mask, a1 & mask), max(a2 & mask, a3 & mask)))
-        m1 = max(m1, max(max(b0 & mask, b1 & mask), max(b2 & mask, b3 & mask)))
-        m2 = max(m2, max(max(c0 & mask, c1 & mask), max(c2 & mask, c3 & mask)))
-        m3 = max(m3, max(max(d0 & mask, d1 & mask), max(d2 & mask, d3 & mask)))
-        c += 4 * g
-    while c < nc:
-        a0, a1, a2, a3 = load4(bits, 4 * c)
-        m0 = max(m0, max(max(a0 & mask, a1 & mask), max(a2 & mask, a3 & mask)))
-        c += g
-    t = 4 * nc + cuda.grid(1)
-    if t < bits.size:
-        m1 = max(m1, bits[t] & mask)
-    m = block_max_u32(max(max(m0, m1), max(m2, m3)))
-    if cuda.threadIdx.x == 0:
-        cuda.atomic.max(out, 0, m)
-
-
-def absmax_x4_launch(out_bits, bits):
-    zero_first[1, 1](out_bits)
-    absmax_x4[resident_blocks(absmax_x4, bits.size // 4), THREADS](bits, out_bits)
-
-
-ABSMAX = {"grid-stride": absmax_grid_stride, "x4": absmax_x4_launch}
+ABSMAX = {"grid-stride": absmax_grid_stride, "x4": absmax_vectorized}
 
 
 def absmax_quantize(absmax, quantize):
@@ -539,21 +364,6 @@ def absmax_quantize(absmax, quantize):
 
 
 @cuda.jit(device=True, inline="always")
-def q4_load(x, r, c0, vec):
-    cols = x.shape[1]
-    z = float32(0.0)
-    if vec:
-        if c0 < cols:
-            return load4(x, (r, c0))
-        return z, z, z, z
-    v0 = x[r, c0] if c0 < cols else z
-    v1 = x[r, c0 + 1] if c0 + 1 < cols else z
-    v2 = x[r, c0 + 2] if c0 + 2 < cols else z
-    v3 = x[r, c0 + 3] if c0 + 3 < cols else z
-    return v0, v1, v2, v3
-
-
-@cuda.jit(device=True, inline="always")
 def q4_group(v0, v1, v2, v3, lane, r, g, c0, cols, packed, packed16, scales, vec, wide, fadd):
     """The warp's group: absmax by shuffles, lane 0 stores the scale, the lane's four codes packed
     into two bytes (one uint16 store when ``wide`` and the row is 16-byte aligned)."""
@@ -562,10 +372,10 @@ def q4_group(v0, v1, v2, v3, lane, r, g, c0, cols, packed, packed16, scales, vec
     if lane == 0:
         scales[r, g] = s
     if fadd:
-        q0 = round_clamp_fadd(v0 / s, float32(-8.0), float32(7.0))
-        q1 = round_clamp_fadd(v1 / s, float32(-8.0), float32(7.0))
-        q2 = round_clamp_fadd(v2 / s, float32(-8.0), float32(7.0))
-        q3 = round_clamp_fadd(v3 / s, float32(-8.0), float32(7.0))
+        q0 = K.round_clamp_fadd(v0 / s, float32(-8.0), float32(7.0))
+        q1 = K.round_clamp_fadd(v1 / s, float32(-8.0), float32(7.0))
+        q2 = K.round_clamp_fadd(v2 / s, float32(-8.0), float32(7.0))
+        q3 = K.round_clamp_fadd(v3 / s, float32(-8.0), float32(7.0))
     else:
         q0 = int32(min(max(round(v0 / s), -8), 7))
         q1 = int32(min(max(round(v1 / s), -8), 7))
@@ -605,7 +415,7 @@ def make_q4(groups_per_warp: int, wide: bool, fadd: bool = False):
             r = gi // groups
             c0 = (gi - r * groups) * INT4_GROUP + 4 * lane
             if gi < total:
-                v[k, 0], v[k, 1], v[k, 2], v[k, 3] = q4_load(x, r, c0, vec)
+                v[k, 0], v[k, 1], v[k, 2], v[k, 3] = K.int4_load_quad(x, r, c0, vec)
         for k in range(G):
             gi = first + k
             if gi < total:  # the same for the whole warp
@@ -618,7 +428,7 @@ def make_q4(groups_per_warp: int, wide: bool, fadd: bool = False):
     def launch(packed, scales, x):
         groups = -(-x.shape[1] // INT4_GROUP)
         warps = -(-x.shape[0] * groups // G)
-        q4[blocks(warps, 4), 128](x, packed, packed16_of(packed, x.shape[1]), scales)
+        q4[blocks(warps, 4), 128](x, packed, K.packed16_of(packed, x.shape[1]), scales)
 
     launch.kernel = q4
     return launch
@@ -641,39 +451,23 @@ def q4_pers_prefetch(x, packed, packed16, scales):
     z = float32(0.0)
     v0, v1, v2, v3 = z, z, z, z
     if gi < total:
-        v0, v1, v2, v3 = q4_load(x, r, c0, vec)
+        v0, v1, v2, v3 = K.int4_load_quad(x, r, c0, vec)
     while gi < total:  # warp-uniform
         nxt = gi + nwarps
         rn = nxt // groups
         cn = (nxt - rn * groups) * INT4_GROUP + 4 * lane
         n0, n1, n2, n3 = z, z, z, z
         if nxt < total:
-            n0, n1, n2, n3 = q4_load(x, rn, cn, vec)
+            n0, n1, n2, n3 = K.int4_load_quad(x, rn, cn, vec)
         q4_group(v0, v1, v2, v3, lane, r, gi - r * groups, c0, cols, packed, packed16, scales, vec, True, False)
         v0, v1, v2, v3 = n0, n1, n2, n3
         gi, r, c0 = nxt, rn, cn
 
 
-def packed16_of(packed, cols):
-    """The uint16 view of the packed rows (two bytes = four values) when cols % 4 == 0, else a dummy."""
-    if cols % 4 == 0:
-        return packed.view(np.uint16)
-    return _dummy16()
-
-
-_dummies = {}
-
-
-def _dummy16():
-    if "u16" not in _dummies:
-        _dummies["u16"] = cuda.device_array((1, 1), np.uint16)
-    return _dummies["u16"]
-
-
 def q4_pers_prefetch_launch(packed, scales, x):
     warps = x.shape[0] * -(-x.shape[1] // INT4_GROUP)
     q4_pers_prefetch[resident_blocks(q4_pers_prefetch, 32 * warps), THREADS](
-        x, packed, packed16_of(packed, x.shape[1]), scales)
+        x, packed, K.packed16_of(packed, x.shape[1]), scales)
 
 
 q4_base_launch = K.launch_int4_quantize
@@ -681,7 +475,6 @@ q4_g1_bytes = make_q4(1, False)
 q4_g1_u16 = make_q4(1, True)
 q4_g4_u16 = make_q4(4, True)
 q4_g1_u16_fadd = make_q4(1, True, True)
-q4_g4_u16_fadd = make_q4(4, True, True)
 
 
 
@@ -734,15 +527,15 @@ def q4_codes(v0, v1, v2, v3, s, m, rcp):
         q2, b2 = q4_code_rcp(v2, y)
         q3, b3 = q4_code_rcp(v3, y)
         if b0 or b1 or b2 or b3 or not (m >= RCP_LO and m <= RCP_HI):
-            q0 = round_clamp_fadd(v0 / s, lo8, hi7)
-            q1 = round_clamp_fadd(v1 / s, lo8, hi7)
-            q2 = round_clamp_fadd(v2 / s, lo8, hi7)
-            q3 = round_clamp_fadd(v3 / s, lo8, hi7)
+            q0 = K.round_clamp_fadd(v0 / s, lo8, hi7)
+            q1 = K.round_clamp_fadd(v1 / s, lo8, hi7)
+            q2 = K.round_clamp_fadd(v2 / s, lo8, hi7)
+            q3 = K.round_clamp_fadd(v3 / s, lo8, hi7)
     else:
-        q0 = round_clamp_fadd(v0 / s, lo8, hi7)
-        q1 = round_clamp_fadd(v1 / s, lo8, hi7)
-        q2 = round_clamp_fadd(v2 / s, lo8, hi7)
-        q3 = round_clamp_fadd(v3 / s, lo8, hi7)
+        q0 = K.round_clamp_fadd(v0 / s, lo8, hi7)
+        q1 = K.round_clamp_fadd(v1 / s, lo8, hi7)
+        q2 = K.round_clamp_fadd(v2 / s, lo8, hi7)
+        q3 = K.round_clamp_fadd(v3 / s, lo8, hi7)
     return q0, q1, q2, q3
 
 
@@ -805,7 +598,7 @@ def make_q4_2d(groups_per_warp: int, rcp: bool):
 
     def launch(packed, scales, x):
         groups = -(-x.shape[1] // INT4_GROUP)
-        q4[(-(-groups // (Q4_WPB * G)), x.shape[0]), 32 * Q4_WPB](x, packed, packed16_of(packed, x.shape[1]),
+        q4[(-(-groups // (Q4_WPB * G)), x.shape[0]), 32 * Q4_WPB](x, packed, K.packed16_of(packed, x.shape[1]),
                                                                    scales)
 
     launch.kernel = q4
@@ -876,7 +669,7 @@ def make_q4_sub(lanes_per_group: int):
 
     def launch(packed, scales, x):
         groups = -(-x.shape[1] // INT4_GROUP)
-        q4[(-(-groups // (Q4_WPB * CH)), x.shape[0]), 32 * Q4_WPB](x, packed, packed16_of(packed, x.shape[1]),
+        q4[(-(-groups // (Q4_WPB * CH)), x.shape[0]), 32 * Q4_WPB](x, packed, K.packed16_of(packed, x.shape[1]),
                                                                     scales)
 
     launch.kernel = q4
@@ -896,66 +689,12 @@ q4_sub8 = make_q4_sub(8)
 #    16-byte store) or per eight (a uint32, two stores); rows not 16-byte aligned take the scalar path.
 
 
-@cuda.jit(device=True, inline="always")
-def dq4_quad(packed, packed16, scales, out, r, j, vec):
-    """Values 4j .. 4j+3 of row r."""
-    cols = out.shape[1]
-    c = 4 * j
-    if c >= cols:
-        return
-    s = scales[r, c // INT4_GROUP]  # 128 is a multiple of 4: one group for the four
-    if vec:
-        h = int32(packed16[r, j])
-        store4(out, (r, c), nibble_value(h, 0) * s, nibble_value(h, 1) * s, nibble_value(h, 2) * s,
-               nibble_value(h, 3) * s)
-    else:
-        b0 = int32(packed[r, 2 * j])
-        out[r, c] = nibble_value(b0, 0) * s
-        if c + 1 < cols:
-            out[r, c + 1] = nibble_value(b0, 1) * s
-        if c + 2 < cols:
-            b1 = int32(packed[r, 2 * j + 1])
-            out[r, c + 2] = nibble_value(b1, 0) * s
-            if c + 3 < cols:
-                out[r, c + 3] = nibble_value(b1, 1) * s
-
-
 @cuda.jit
 def dq4_h4(packed, packed16, scales, out):
     """Grid (ceil(cols / 4 / blockDim), rows): a thread per four values of a row."""
     j = cuda.grid(1)
     r = cuda.blockIdx.y
-    dq4_quad(packed, packed16, scales, out, r, j, out.shape[1] % 4 == 0)
-
-
-@cuda.jit
-def dq4_h4_tile4(packed, packed16, scales, out):
-    """Four quads per thread, a block apart along the row, the four loads before the first store."""
-    r = cuda.blockIdx.y
-    nb = cuda.blockDim.x
-    j = cuda.blockIdx.x * (U * nb) + cuda.threadIdx.x
-    cols = out.shape[1]
-    nq = packed16.shape[1]
-    if cols % 4 == 0 and j + 3 * nb < nq:
-        h0 = int32(packed16[r, j])
-        h1 = int32(packed16[r, j + nb])
-        h2 = int32(packed16[r, j + 2 * nb])
-        h3 = int32(packed16[r, j + 3 * nb])
-        s0 = scales[r, (4 * j) // INT4_GROUP]
-        s1 = scales[r, (4 * (j + nb)) // INT4_GROUP]
-        s2 = scales[r, (4 * (j + 2 * nb)) // INT4_GROUP]
-        s3 = scales[r, (4 * (j + 3 * nb)) // INT4_GROUP]
-        store4(out, (r, 4 * j), nibble_value(h0, 0) * s0, nibble_value(h0, 1) * s0, nibble_value(h0, 2) * s0,
-               nibble_value(h0, 3) * s0)
-        store4(out, (r, 4 * (j + nb)), nibble_value(h1, 0) * s1, nibble_value(h1, 1) * s1,
-               nibble_value(h1, 2) * s1, nibble_value(h1, 3) * s1)
-        store4(out, (r, 4 * (j + 2 * nb)), nibble_value(h2, 0) * s2, nibble_value(h2, 1) * s2,
-               nibble_value(h2, 2) * s2, nibble_value(h2, 3) * s2)
-        store4(out, (r, 4 * (j + 3 * nb)), nibble_value(h3, 0) * s3, nibble_value(h3, 1) * s3,
-               nibble_value(h3, 2) * s3, nibble_value(h3, 3) * s3)
-    else:
-        for k in range(U):
-            dq4_quad(packed, packed16, scales, out, r, j + k * nb, cols % 4 == 0)
+    K.int4_dequantize_quad(packed, packed16, scales, out, r, j, out.shape[1] % 4 == 0)
 
 
 @cuda.jit
@@ -971,13 +710,13 @@ def dq4_w8(packed, packed32, scales, out):
     if cols % 8 == 0:
         p = packed32[r, j]
         s = scales[r, c // INT4_GROUP]
-        store4(out, (r, c), nibble_value(p, 0) * s, nibble_value(p, 1) * s, nibble_value(p, 2) * s,
-               nibble_value(p, 3) * s)
-        store4(out, (r, c + 4), nibble_value(p, 4) * s, nibble_value(p, 5) * s, nibble_value(p, 6) * s,
-               nibble_value(p, 7) * s)
+        store4(out, (r, c), K.nibble_value(p, 0) * s, K.nibble_value(p, 1) * s, K.nibble_value(p, 2) * s,
+               K.nibble_value(p, 3) * s)
+        store4(out, (r, c + 4), K.nibble_value(p, 4) * s, K.nibble_value(p, 5) * s, K.nibble_value(p, 6) * s,
+               K.nibble_value(p, 7) * s)
     else:
-        dq4_quad(packed, packed32, scales, out, r, 2 * j, False)
-        dq4_quad(packed, packed32, scales, out, r, 2 * j + 1, False)
+        K.int4_dequantize_quad(packed, packed32, scales, out, r, 2 * j, False)
+        K.int4_dequantize_quad(packed, packed32, scales, out, r, 2 * j + 1, False)
 
 
 def dq4_base_launch(out, packed, scales):
@@ -986,19 +725,16 @@ def dq4_base_launch(out, packed, scales):
 
 def dq4_h4_launch(out, packed, scales):
     rows, cols = out.shape
-    dq4_h4[(blocks(-(-cols // 4), THREADS), rows), THREADS](packed, packed16_of(packed, cols), scales, out)
-
-
-def dq4_h4_tile4_launch(out, packed, scales):
-    rows, cols = out.shape
-    p16 = packed16_of(packed, cols)
-    dq4_h4_tile4[(blocks(-(-cols // 4), U * THREADS), rows), THREADS](packed, p16, scales, out)
+    dq4_h4[(blocks(-(-cols // 4), THREADS), rows), THREADS](packed, K.packed16_of(packed, cols), scales, out)
 
 
 def dq4_w8_launch(out, packed, scales):
     rows, cols = out.shape
     p32 = packed.view(np.int32) if cols % 8 == 0 else _dummy32()
     dq4_w8[(blocks(-(-cols // 8), THREADS), rows), THREADS](packed, p32, scales, out)
+
+
+_dummies = {}
 
 
 def _dummy32():
@@ -1014,9 +750,9 @@ def variants():
     """{section: [(name, launch, note, kernels)]}; the first of each section is the notebooks' kernel.
     ``kernels``: the compiled kernels the launch runs, for their register counts."""
     quantizers = {"base": (q8_base_launch, K.int8_quantize), "flat x4": (q8_flat_x4_launch, q8_flat_x4),
-                  "tile4": (q8_tile4_launch, q8_tile4), "pers u4": (q8_pers_u4_launch, q8_pers_u4),
-                  "x16": (q8_x16_launch, q8_x16), "tile4 fadd": (q8_tile4_fadd_launch, q8_tile4_fadd)}
-    absmaxes = {"grid-stride": absmax_persistent_kernel(), "x4": absmax_x4}
+                  "tile4": (q8_tile4_launch, K.int8_quantize_x4), "pers u4": (q8_pers_u4_launch, q8_pers_u4),
+                  "x16": (q8_x16_launch, q8_x16), "tile4 fadd": (q8_tile4_fadd_launch, K.int8_quantize_x4_fadd)}
+    absmaxes = {"grid-stride": absmax_persistent, "x4": absmax_x4}
     amax_q = [(f"absmax {a} + quantize {qn}", absmax_quantize(a, quantizers[qn][0]), "",
                (absmaxes[a], quantizers[qn][1]))
               for a, qn in [("grid-stride", "base"), ("grid-stride", "flat x4"), ("grid-stride", "tile4"),
@@ -1024,20 +760,20 @@ def variants():
                             ("x4", "tile4 fadd")]]
     return {
         "q8": [("base: 1/thread, persistent", q8_base_launch, "notebook 05.1", (K.int8_quantize,)),
-               ("pkg x4: 16-B load, persistent", q8_x4pkg_launch, "n % 4 == 0 only", (K.int8_quantize_x4,)),
                ("flat x1: 1/thread, n threads", q8_flat_x1_launch, "", (q8_flat_x1,)),
                ("flat x4: 16-B load, n/4 threads", q8_flat_x4_launch, "", (q8_flat_x4,)),
-               ("tile4: 4 x 16-B loads, then stores", q8_tile4_launch, "", (q8_tile4,)),
-               ("tile4 fadd: tile4, rounding by an FADD", q8_tile4_fadd_launch, "", (q8_tile4_fadd,)),
+               ("tile4: 4 x 16-B loads, then stores", q8_tile4_launch, "package, notebook 05.1",
+                (K.int8_quantize_x4,)),
+               ("tile4 fadd: tile4, rounding by an FADD", q8_tile4_fadd_launch, "package, notebook 05.1",
+                (K.int8_quantize_x4_fadd,)),
                ("pers u4: persistent, 4 x 16-B loads", q8_pers_u4_launch, "", (q8_pers_u4,)),
                ("x16: 4 x 16-B loads, 16-B store", q8_x16_launch, "", (q8_x16,))],
         "dq8": [("base: 1/thread, persistent", dq8_base_launch, "notebook 05.1", (K.int8_dequantize,)),
-                ("pkg x4: 16-B store, persistent", dq8_x4pkg_launch, "n % 4 == 0 only; (p << 24) >> 24 suspect on GPU",
-                 (K.int8_dequantize_x4,)),
-                ("pers x4: pkg x4 with masks + tail", dq8_pers_x4_launch, "", (dq8_pers_x4,)),
+                ("pers x4: persistent, word -> 16-B store", dq8_pers_x4_launch, "", (dq8_pers_x4,)),
                 ("flat x1: 1/thread, n threads", dq8_flat_x1_launch, "", (dq8_flat_x1,)),
                 ("flat x4: word -> 16-B store", dq8_flat_x4_launch, "", (dq8_flat_x4,)),
-                ("tile4: 4 words, then 4 stores", dq8_tile4_launch, "", (dq8_tile4,)),
+                ("tile4: 4 words, then 4 stores", dq8_tile4_launch, "package, notebook 05.1",
+                 (K.int8_dequantize_x4,)),
                 ("pers u4: persistent, 4 words", dq8_pers_u4_launch, "", (dq8_pers_u4,)),
                 ("x16: 16-B load, 4 x 16-B stores", dq8_x16_launch, "", (dq8_x16,))],
         "amax": amax_q,
@@ -1046,7 +782,8 @@ def variants():
                ("g1 u16: 16-B load, 2-B store", q4_g1_u16, "", (q4_g1_u16.kernel,)),
                ("g4 u16: 4 groups/warp, loads first", q4_g4_u16, "", (q4_g4_u16.kernel,)),
                ("g1 u16 fadd: g1 u16, rounding by an FADD", q4_g1_u16_fadd, "", (q4_g1_u16_fadd.kernel,)),
-               ("g4 u16 fadd: g4 u16, rounding by an FADD", q4_g4_u16_fadd, "", (q4_g4_u16_fadd.kernel,)),
+               ("g4 u16 fadd: g4 u16, rounding by an FADD", K.launch_int4_quantize_groups4,
+                "package, notebook 05.2", (K.int4_quantize_groups4,)),
                ("pers prefetch: next group's load early", q4_pers_prefetch_launch, "", (q4_pers_prefetch,)),
                ("2d g1: 2-D grid, uint64 idx, no //", q4_2d_g1, "", (q4_2d_g1.kernel,)),
                ("2d g1 rcp: + v*(1/s), exact fallback", q4_2d_g1_rcp, "", (q4_2d_g1_rcp.kernel,)),
@@ -1056,15 +793,10 @@ def variants():
                ("sub8 rcp: 8 lanes/group, 16 values/lane", q4_sub8, "", (q4_sub8.kernel,))],
         "dq4": [("base: thread/byte, 2-D", dq4_base_launch, "notebook 05.2", (K.int4_dequantize,)),
                 ("h4: uint16 -> 16-B store", dq4_h4_launch, "", (dq4_h4,)),
-                ("h4 tile4: 4 uint16, then 4 stores", dq4_h4_tile4_launch, "", (dq4_h4_tile4,)),
+                ("h4 tile4: 4 uint16, then 4 stores", K.launch_int4_dequantize_tile4, "package, notebook 05.2",
+                 (K.int4_dequantize_tile4,)),
                 ("w8: uint32 -> 2 x 16-B stores", dq4_w8_launch, "", (dq4_w8,))],
     }
-
-
-def absmax_persistent_kernel():
-    from kernel_lab.scans import absmax_persistent
-
-    return absmax_persistent
 
 
 def check(section, name, launch, sim):
@@ -1072,13 +804,11 @@ def check(section, name, launch, sim):
 
     big = 3013 if sim else (1 << 22) + 13
     odd_sizes = [("block-1", 255), ("3 blocks+7", 775), ("large+13", big)]
-    x4_sizes = [("4 words+", 204), ("large", 4000 if sim else 1 << 22)]
     label = f"{section} {name}"
     if section == "q8":
-        checks.check_int8_quantize(launch, name=label, sizes=x4_sizes if "pkg" in name else odd_sizes)
+        checks.check_int8_quantize(launch, name=label, sizes=odd_sizes)
     elif section == "dq8":
-        checks.check_int8_dequantize(launch, name=label,
-                                     sizes=x4_sizes if "pkg" in name else [("1", 1)] + odd_sizes[1:])
+        checks.check_int8_dequantize(launch, name=label, sizes=[("1", 1)] + odd_sizes[1:])
     elif section == "amax":
         checks.check_int8_quantize(launch, name=label, given_amax=False, sizes=odd_sizes)
     elif section in ("q4", "dq4"):

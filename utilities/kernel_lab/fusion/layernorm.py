@@ -13,7 +13,8 @@ otherwise read x again. Statistics are accumulated in float32 whatever x's forma
 Kernels: one warp per row (rows up to ``32 * WARP_VALUES`` long; a row's values stay in the lanes'
 registers between the statistics and the normalisation) and one block per row (rows up to
 ``block_row_limit(threads)``), each compiled per row-length class, with one value per access and
-with four (``load4``/``store4``); :func:`launch_layernorm_gelu` picks by the row length. Each lane
+with four (``load4``/``store4``): one factory, :func:`row_kernel`, makes all four kinds, and
+:func:`launch_layernorm_gelu` picks by the row length. Each lane
 gets its (count, mean, M2) from its registers in two passes, and the lanes' statistics combine by
 Chan's rule with warp shuffles, which does not lose the variance to cancellation the way
 ``E[x^2] - E[x]^2`` can. The first version (Welford's update as each value arrives) is kept for
@@ -123,100 +124,102 @@ def values_per_lane(n: int, lanes: int) -> int:
 
 
 @functools.cache
+def row_kernel(per_row: int, groups: int, width: int):
+    """The kernel of every launcher below: ``per_row`` threads per row (32: one warp per row, several
+    rows per block; more: one block per row, the warps' statistics meeting in shared memory), each
+    thread holding ``groups`` groups of ``width`` neighbouring values (1: one value per access; 4:
+    ``load4``/``store4``, rows a multiple of 4 long). A thread's groups start at columns
+    ``width * (t + per_row * j)``, so every access of a warp is coalesced."""
+    warps, size = max(1, per_row // 32), groups * width
+
+    @cuda.jit(fastmath=True)
+    def layernorm_gelu(x, gamma, beta, y, mean_out, rstd_out, eps):
+        part = cuda.shared.array((3, warps), float32)  # block per row: each warp's (count, mean, M2)
+        stats = cuda.shared.array(2, float32)
+        v = cuda.local.array(size, float32)
+        g = cuda.local.array(size, float32)
+        b = cuda.local.array(size, float32)
+        if per_row == 32:
+            t = cuda.threadIdx.x % 32
+            row = cuda.blockIdx.x * (cuda.blockDim.x // 32) + cuda.threadIdx.x // 32
+            if row >= x.shape[0]:  # a whole warp leaves together: the shuffles below stay full
+                return
+        else:
+            t = cuda.threadIdx.x
+            row = cuda.blockIdx.x
+        lane, warp = t % 32, t // 32
+        ncols = x.shape[1]
+        ng = ncols // width  # whole groups (the launchers pass rows a multiple of width)
+        for j in range(groups):  # every load first, nothing between them waits on memory
+            q = min(t + per_row * j, ng - 1)  # past the row's end: the last group again, never used
+            if width == 4:
+                x0, x1, x2, x3 = load4(x, (row, 4 * q))
+                v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3] = (float32(x0), float32(x1), float32(x2),
+                                                                      float32(x3))
+                g[4 * j], g[4 * j + 1], g[4 * j + 2], g[4 * j + 3] = load4(gamma, 4 * q)
+                b[4 * j], b[4 * j + 1], b[4 * j + 2], b[4 * j + 3] = load4(beta, 4 * q)
+            else:
+                v[j] = float32(x[row, q])
+                g[j] = gamma[q]
+                b[j] = beta[q]
+        cnt, total = float32(0), float32(0)
+        for j in range(groups):
+            if t + per_row * j < ng:
+                cnt += float32(width)
+                for i in range(width):
+                    total += v[width * j + i]
+        mean = total / cnt if cnt > float32(0) else float32(0)
+        m2 = float32(0)
+        for j in range(groups):  # this thread's M2 about its own mean: no cancellation
+            if t + per_row * j < ng:
+                for i in range(width):
+                    d = v[width * j + i] - mean
+                    m2 += d * d
+        cnt, mean, m2 = warp_welford(cnt, mean, m2)
+        if per_row == 32:
+            rstd = float32(1) / math.sqrt(m2 / float32(ncols) + float32(eps))
+            if lane == 0:
+                mean_out[row] = mean
+                rstd_out[row] = rstd
+        else:
+            if lane == 0:
+                part[0, warp], part[1, warp], part[2, warp] = cnt, mean, m2
+            cuda.syncthreads()
+            if warp == 0:  # the first warp combines the warps' partial statistics
+                if lane < warps:
+                    cnt, mean, m2 = part[0, lane], part[1, lane], part[2, lane]
+                else:
+                    cnt, mean, m2 = float32(0), float32(0), float32(0)
+                cnt, mean, m2 = warp_welford(cnt, mean, m2)
+                if lane == 0:
+                    stats[0] = mean
+                    stats[1] = float32(1) / math.sqrt(m2 / float32(ncols) + float32(eps))
+                    mean_out[row] = stats[0]
+                    rstd_out[row] = stats[1]
+            cuda.syncthreads()
+            mean, rstd = stats[0], stats[1]
+        for j in range(groups):
+            q = t + per_row * j
+            if q < ng:
+                k = width * j
+                if width == 4:
+                    store4(y, (row, 4 * q), gelu((v[k] - mean) * rstd * g[k] + b[k]),
+                           gelu((v[k + 1] - mean) * rstd * g[k + 1] + b[k + 1]),
+                           gelu((v[k + 2] - mean) * rstd * g[k + 2] + b[k + 2]),
+                           gelu((v[k + 3] - mean) * rstd * g[k + 3] + b[k + 3]))
+                else:
+                    y[row, q] = gelu((v[k] - mean) * rstd * g[k] + b[k])
+    return layernorm_gelu
+
+
 def warp_kernel(values: int):
     """One warp per row (``WARPS_PER_BLOCK`` rows per block), rows up to ``32 * values`` long."""
-    @cuda.jit(fastmath=True)
-    def layernorm_gelu_warp(x, gamma, beta, y, mean_out, rstd_out, eps):
-        v = cuda.local.array(values, float32)
-        g = cuda.local.array(values, float32)
-        b = cuda.local.array(values, float32)
-        lane = cuda.threadIdx.x % 32
-        row = cuda.blockIdx.x * (cuda.blockDim.x // 32) + cuda.threadIdx.x // 32
-        if row >= x.shape[0]:  # a whole warp leaves together: the shuffles below stay full
-            return
-        ncols = x.shape[1]
-        for k in range(values):  # every load first, nothing between them waits on memory
-            c = min(lane + 32 * k, ncols - 1)
-            v[k] = float32(x[row, c])
-            g[k] = gamma[c]
-            b[k] = beta[c]
-        cnt, total = float32(0), float32(0)
-        for k in range(values):
-            if lane + 32 * k < ncols:
-                cnt += float32(1)
-                total += v[k]
-        mean = total / cnt if cnt > float32(0) else float32(0)
-        m2 = float32(0)
-        for k in range(values):  # this lane's M2 about its own mean: no cancellation
-            if lane + 32 * k < ncols:
-                d = v[k] - mean
-                m2 += d * d
-        cnt, mean, m2 = warp_welford(cnt, mean, m2)
-        rstd = float32(1) / math.sqrt(m2 / float32(ncols) + float32(eps))
-        if lane == 0:
-            mean_out[row] = mean
-            rstd_out[row] = rstd
-        for k in range(values):
-            c = lane + 32 * k
-            if c < ncols:
-                y[row, c] = gelu((v[k] - mean) * rstd * g[k] + b[k])
-    return layernorm_gelu_warp
+    return row_kernel(32, values, 1)
 
 
-@functools.cache
 def block_kernel(threads: int, values: int):
     """One block of ``threads`` threads per row, rows up to ``threads * values`` long."""
-    warps = threads // 32
-
-    @cuda.jit(fastmath=True)
-    def layernorm_gelu_block(x, gamma, beta, y, mean_out, rstd_out, eps):
-        part = cuda.shared.array((3, warps), float32)  # each warp's (count, mean, M2)
-        stats = cuda.shared.array(2, float32)
-        v = cuda.local.array(values, float32)
-        g = cuda.local.array(values, float32)
-        b = cuda.local.array(values, float32)
-        t = cuda.threadIdx.x
-        lane, warp = t % 32, t // 32
-        row = cuda.blockIdx.x
-        ncols = x.shape[1]
-        for k in range(values):
-            c = min(t + threads * k, ncols - 1)
-            v[k] = float32(x[row, c])
-            g[k] = gamma[c]
-            b[k] = beta[c]
-        cnt, total = float32(0), float32(0)
-        for k in range(values):
-            if t + threads * k < ncols:
-                cnt += float32(1)
-                total += v[k]
-        mean = total / cnt if cnt > float32(0) else float32(0)
-        m2 = float32(0)
-        for k in range(values):
-            if t + threads * k < ncols:
-                d = v[k] - mean
-                m2 += d * d
-        cnt, mean, m2 = warp_welford(cnt, mean, m2)
-        if lane == 0:
-            part[0, warp], part[1, warp], part[2, warp] = cnt, mean, m2
-        cuda.syncthreads()
-        if warp == 0:  # the first warp combines the warps' partial statistics
-            if lane < warps:
-                cnt, mean, m2 = part[0, lane], part[1, lane], part[2, lane]
-            else:
-                cnt, mean, m2 = float32(0), float32(0), float32(0)
-            cnt, mean, m2 = warp_welford(cnt, mean, m2)
-            if lane == 0:
-                stats[0] = mean
-                stats[1] = float32(1) / math.sqrt(m2 / float32(ncols) + float32(eps))
-                mean_out[row] = stats[0]
-                rstd_out[row] = stats[1]
-        cuda.syncthreads()
-        mean, rstd = stats[0], stats[1]
-        for k in range(values):
-            c = t + threads * k
-            if c < ncols:
-                y[row, c] = gelu((v[k] - mean) * rstd * g[k] + b[k])
-    return layernorm_gelu_block
+    return row_kernel(threads, values, 1)
 
 
 def launch_warp_per_row(y, mean, rstd, x, gamma, beta, eps=EPS):
@@ -256,115 +259,14 @@ def launch_block_per_row(y, mean, rstd, x, gamma, beta, eps=EPS, threads=BLOCK):
 # row starts aligned); the launchers fall back to the one-value kernels otherwise.
 
 
-@functools.cache
 def warp_kernel_x4(quads: int):
     """One warp per row, ``quads`` groups of four values per lane: rows up to ``128 * quads``."""
-    size = 4 * quads
-
-    @cuda.jit(fastmath=True)
-    def layernorm_gelu_warp_x4(x, gamma, beta, y, mean_out, rstd_out, eps):
-        v = cuda.local.array(size, float32)
-        g = cuda.local.array(size, float32)
-        b = cuda.local.array(size, float32)
-        lane = cuda.threadIdx.x % 32
-        row = cuda.blockIdx.x * (cuda.blockDim.x // 32) + cuda.threadIdx.x // 32
-        if row >= x.shape[0]:
-            return
-        nq = x.shape[1] // 4
-        for j in range(quads):
-            q = min(lane + 32 * j, nq - 1)
-            x0, x1, x2, x3 = load4(x, (row, 4 * q))
-            v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3] = float32(x0), float32(x1), float32(x2), float32(x3)
-            g[4 * j], g[4 * j + 1], g[4 * j + 2], g[4 * j + 3] = load4(gamma, 4 * q)
-            b[4 * j], b[4 * j + 1], b[4 * j + 2], b[4 * j + 3] = load4(beta, 4 * q)
-        cnt, total = float32(0), float32(0)
-        for j in range(quads):
-            if lane + 32 * j < nq:
-                cnt += float32(4)
-                total += (v[4 * j] + v[4 * j + 1]) + (v[4 * j + 2] + v[4 * j + 3])
-        mean = total / cnt if cnt > float32(0) else float32(0)
-        m2 = float32(0)
-        for j in range(quads):
-            if lane + 32 * j < nq:
-                for i in range(4):
-                    d = v[4 * j + i] - mean
-                    m2 += d * d
-        cnt, mean, m2 = warp_welford(cnt, mean, m2)
-        rstd = float32(1) / math.sqrt(m2 / float32(x.shape[1]) + float32(eps))
-        if lane == 0:
-            mean_out[row] = mean
-            rstd_out[row] = rstd
-        for j in range(quads):
-            q = lane + 32 * j
-            if q < nq:
-                k = 4 * j
-                store4(y, (row, 4 * q), gelu((v[k] - mean) * rstd * g[k] + b[k]),
-                       gelu((v[k + 1] - mean) * rstd * g[k + 1] + b[k + 1]),
-                       gelu((v[k + 2] - mean) * rstd * g[k + 2] + b[k + 2]),
-                       gelu((v[k + 3] - mean) * rstd * g[k + 3] + b[k + 3]))
-    return layernorm_gelu_warp_x4
+    return row_kernel(32, quads, 4)
 
 
-@functools.cache
 def block_kernel_x4(threads: int, quads: int):
     """One block of ``threads`` per row, ``quads`` groups of four values per thread."""
-    warps, size = threads // 32, 4 * quads
-
-    @cuda.jit(fastmath=True)
-    def layernorm_gelu_block_x4(x, gamma, beta, y, mean_out, rstd_out, eps):
-        part = cuda.shared.array((3, warps), float32)
-        stats = cuda.shared.array(2, float32)
-        v = cuda.local.array(size, float32)
-        g = cuda.local.array(size, float32)
-        b = cuda.local.array(size, float32)
-        t = cuda.threadIdx.x
-        lane, warp = t % 32, t // 32
-        row = cuda.blockIdx.x
-        nq = x.shape[1] // 4
-        for j in range(quads):
-            q = min(t + threads * j, nq - 1)
-            x0, x1, x2, x3 = load4(x, (row, 4 * q))
-            v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3] = float32(x0), float32(x1), float32(x2), float32(x3)
-            g[4 * j], g[4 * j + 1], g[4 * j + 2], g[4 * j + 3] = load4(gamma, 4 * q)
-            b[4 * j], b[4 * j + 1], b[4 * j + 2], b[4 * j + 3] = load4(beta, 4 * q)
-        cnt, total = float32(0), float32(0)
-        for j in range(quads):
-            if t + threads * j < nq:
-                cnt += float32(4)
-                total += (v[4 * j] + v[4 * j + 1]) + (v[4 * j + 2] + v[4 * j + 3])
-        mean = total / cnt if cnt > float32(0) else float32(0)
-        m2 = float32(0)
-        for j in range(quads):
-            if t + threads * j < nq:
-                for i in range(4):
-                    d = v[4 * j + i] - mean
-                    m2 += d * d
-        cnt, mean, m2 = warp_welford(cnt, mean, m2)
-        if lane == 0:
-            part[0, warp], part[1, warp], part[2, warp] = cnt, mean, m2
-        cuda.syncthreads()
-        if warp == 0:
-            if lane < warps:
-                cnt, mean, m2 = part[0, lane], part[1, lane], part[2, lane]
-            else:
-                cnt, mean, m2 = float32(0), float32(0), float32(0)
-            cnt, mean, m2 = warp_welford(cnt, mean, m2)
-            if lane == 0:
-                stats[0] = mean
-                stats[1] = float32(1) / math.sqrt(m2 / float32(x.shape[1]) + float32(eps))
-                mean_out[row] = stats[0]
-                rstd_out[row] = stats[1]
-        cuda.syncthreads()
-        mean, rstd = stats[0], stats[1]
-        for j in range(quads):
-            q = t + threads * j
-            if q < nq:
-                k = 4 * j
-                store4(y, (row, 4 * q), gelu((v[k] - mean) * rstd * g[k] + b[k]),
-                       gelu((v[k + 1] - mean) * rstd * g[k + 1] + b[k + 1]),
-                       gelu((v[k + 2] - mean) * rstd * g[k + 2] + b[k + 2]),
-                       gelu((v[k + 3] - mean) * rstd * g[k + 3] + b[k + 3]))
-    return layernorm_gelu_block_x4
+    return row_kernel(threads, quads, 4)
 
 
 def launch_warp_per_row_x4(y, mean, rstd, x, gamma, beta, eps=EPS):
