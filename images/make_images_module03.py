@@ -5,7 +5,7 @@ Run: python images/make_images_module03.py. Each function writes one SVG next to
 
 import matplotlib.pyplot as plt
 import matplotlib.patches as patches
-from drawing import BLUE, GREEN, GREY, HERE, ORANGE, PURPLE, RED, arrow, box, save
+from drawing import BLUE, GREEN, GREY, HERE, ORANGE, PURPLE, RED, WHITE, arrow, box, save
 
 
 def fusion_traffic(path=HERE / "fusion-traffic.svg"):
@@ -115,8 +115,57 @@ def epilogue_factory(path=HERE / "epilogue-factory.svg"):
     save(fig, ax, path, (-0.3, 26), (0.2, 5.8))
 
 
+def conv_implicit_gemm(path=HERE / "conv-implicit-gemm.svg"):
+    """03.2's implicit GEMM: Y_b = W' X_b, X_b = im2col(x[b]) gathered on the fly, one K-tile =
+    one window offset (di, dj) and BK channels; the thread's column is one output pixel."""
+    fig, ax = plt.subplots(figsize=(13, 5.2))
+    # the image x[b]: channels stacked, a pixel p = (h, w) and its window offset (di, dj) = (-1, +1)
+    cell, H, W = 0.42, 6, 7
+    x0, y0 = 0.3, 0.9
+    for c in range(3)[::-1]:
+        dx, dy = 0.35 * c, 0.35 * c
+        for h in range(H):
+            for w in range(W):
+                box(ax, x0 + dx + w * cell, y0 + dy + (H - 1 - h) * cell, cell, cell, "", WHITE if c else GREY,
+                    lw=0.25)
+    ph, pw, di, dj = 2, 3, -1, 1
+    for h in range(ph - 1, ph + 2):
+        for w in range(pw - 1, pw + 2):
+            box(ax, x0 + w * cell, y0 + (H - 1 - h) * cell, cell, cell, "", ORANGE, lw=0.4, alpha=0.45)
+    box(ax, x0 + pw * cell, y0 + (H - 1 - ph) * cell, cell, cell, "p", ORANGE, fontsize=7, lw=0.8)
+    box(ax, x0 + (pw + dj) * cell, y0 + (H - 1 - (ph + di)) * cell, cell, cell, "", BLUE, lw=1.0)
+    ax.text(x0 + W * cell / 2 + 0.3, y0 + H * cell + 1.0, "x[b]: C_in planes of H x W (NCHW)", ha="center", fontsize=8.5)
+    ax.text(x0 + W * cell / 2, y0 - 0.35, "output pixel p = (h, w); window offset (di, dj) = (-1, +1)\n"
+            "reads x[b, c, h + di, w + dj] in every channel c (0 outside the image)", ha="center", va="top",
+            fontsize=7.5)
+    # the GEMM: Y_b (C_out x HW) = W' (C_out x 9 C_pad) @ X_b (9 C_pad x HW)
+    gx, gy = 5.6, 0.9
+    box(ax, gx, gy, 2.2, 2.0, "W'\nC_out x 9 C_pad\n(reordered once:\nK = (i, j, c))", GREEN, fontsize=7.5)
+    ax.text(gx + 2.45, gy + 1.0, "@", fontsize=14, va="center")
+    bx = gx + 2.9
+    box(ax, bx, gy - 0.4, 3.4, 2.8, "", WHITE)
+    for k in range(9):
+        box(ax, bx, gy - 0.4 + 2.8 - (k + 1) * 2.8 / 9, 3.4, 2.8 / 9, f"(i, j) = ({k // 3}, {k % 3})" if k in (0, 1, 2, 8) else "",
+            BLUE if k == 2 else WHITE, fontsize=6, lw=0.3, alpha=0.55 if k == 2 else 1.0)
+    box(ax, bx + 2.2, gy - 0.4, 0.22, 2.8, "", ORANGE, lw=0.5, alpha=0.6)
+    ax.text(bx + 1.7, gy + 2.6, "X_b = im2col(x[b]): 9 C_pad x HW, never stored", ha="center", fontsize=7.5)
+    ax.text(bx + 2.31, gy - 0.55, "column p", ha="center", va="top", fontsize=7)
+    ax.text(bx + 1.7, gy - 1.0, "blue: the C_pad rows of window offset (i, j) = (di + 1, dj + 1) = (0, 2),\n"
+            "loaded BK channels at a time (one K-tile); orange: output pixel p's column",
+            ha="center", va="top", fontsize=7)
+    ax.text(bx + 3.75, gy + 1.0, "=", fontsize=14, va="center")
+    box(ax, bx + 4.3, gy, 2.6, 2.0, "Y_b = y[b]\nC_out x HW\n(row o: plane o)", GREY, fontsize=7.5)
+    box(ax, bx + 4.3 + 1.7, gy, 0.22, 2.0, "", ORANGE, lw=0.5, alpha=0.6)
+    arrow(ax, x0 + (pw + dj) * cell + cell, y0 + (H - 1 - (ph + di)) * cell + cell / 2, bx - 0.05,
+          gy - 0.4 + 2.8 - 2.5 * 2.8 / 9, color="#1d6fa5", lw=1.0)
+    ax.text(gx + 4.5, gy + 3.35, "module 02's tiled GEMM; only the B loader changes: it gathers its tile from x",
+            ha="center", fontsize=8.5)
+    save(fig, ax, path, (0, 16.2), (-1.0, 4.7))
+
+
 if __name__ == "__main__":
     fusion_traffic()
     conv_halo_tile()
+    conv_implicit_gemm()
     layernorm_warp_vs_block()
     epilogue_factory()

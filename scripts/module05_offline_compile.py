@@ -45,7 +45,7 @@ def _compile_all(cc=(9, 0)):
         "affine_quantize_rows": (K.affine_quantize_rows, (f32m, f32v, f32v, u8m, f32v, i32v)),
         "int4_quantize_groups": (K.int4_quantize_groups, (f32m, u8m, f32m)),
         "int4_dequantize": (K.int4_dequantize, (u8m, f32m, f32m)),
-        "int4_quantize_groups4": (K.int4_quantize_groups4, (f32m, u8m, u16m, f32m)),
+        "int4_quantize_rows": (K.int4_quantize_rows, (f32m, u8m, u16m, f32m)),
         "int4_dequantize_tile4": (K.int4_dequantize_tile4, (u8m, u16m, f32m, f32m)),
         "abs_sum": (K.abs_sum, (f32v, f64v)),
         "ternary_quantize_pack": (K.ternary_quantize_pack, (f32m, f64v, u8m, f32v)),

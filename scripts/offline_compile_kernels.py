@@ -13,7 +13,7 @@ compiled). One line per kernel: ``OK`` with registers/spills, or the compile err
 Needs numba-cuda with the CUDA 13 NVVM and nvJitLink libraries (e.g. /work/venv-dx/bin/python);
 not run in CI. It re-runs itself with the stand-in driver of ``kernel_lab.tensor_cores.offline``::
 
-    /work/venv-dx/bin/python scripts/offline_compile_kernels.py --modules 02,03,05 [--notebooks] [--cc 9.0]
+    /work/venv-dx/bin/python scripts/offline_compile_kernels.py --modules 02,03,05 [--notebooks] [--cc 9.0] [--only TEXT] [--sass DIR]
 
 Exit status 1 when any kernel fails to compile.
 """
@@ -63,17 +63,42 @@ class _NoMemory:
         return None
 
 
-def _ptxas_report(ptx: str, cc) -> str:
+SASS_DIR = {"path": None}  # --sass DIR: each kernel's cubin and its SASS (cuobjdump) saved there
+
+
+def _save_sass(cubin: bytes, name: str) -> str:
+    """Write ``name``.cubin and ``name``.sass under --sass's folder; ', N SASS instructions' (static
+    count: every instruction line of the listing), or '' without cuobjdump on PATH."""
+    import shutil
+
+    folder = Path(SASS_DIR["path"])
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:120]
+    (folder / f"{stem}.cubin").write_bytes(cubin)
+    tool = shutil.which("cuobjdump")
+    if tool is None:
+        return ""
+    sass = subprocess.run([tool, "-sass", str(folder / f"{stem}.cubin")], capture_output=True, text=True).stdout
+    (folder / f"{stem}.sass").write_text(sass)
+    count = len(re.findall(r"^\s+/\*[0-9a-f]{4,}\*/\s+[A-Z@]", sass, flags=re.M))
+    return f", {count} SASS instructions ({stem}.sass)"
+
+
+def _ptxas_report(ptx: str, cc, name: str = "kernel") -> str:
     """'N registers, S bytes spilled' from nvJitLink's ptxas (-verbose)."""
     from cuda.bindings import nvjitlink as nj
 
     handle = nj.create(2, [f"-arch=sm_{cc[0]}{cc[1]}", "-verbose"])
+    cubin = None
     try:
         data = ptx.encode()
         nj.add_data(handle, nj.InputType.PTX, data, len(data), "kernel.ptx")
         nj.complete(handle)
         buf = bytearray(nj.get_info_log_size(handle))
         nj.get_info_log(handle, buf)
+        if SASS_DIR["path"]:
+            cubin = bytearray(nj.get_linked_cubin_size(handle))
+            nj.get_linked_cubin(handle, cubin)
     finally:
         nj.destroy(handle)
     log = buf.decode(errors="replace")
@@ -85,6 +110,8 @@ def _ptxas_report(ptx: str, cc) -> str:
         out += f", spills {spill[-1][0]} B stores / {spill[-1][1]} B loads"
     if smem and smem[-1] != "0":
         out += f", {smem[-1]} B smem"
+    if cubin is not None:
+        out += _save_sass(bytes(cubin), name)
     return out
 
 
@@ -169,7 +196,7 @@ def _install_patches(cc):
             kernel = self.compile(argtypes)
             ptx = kernel._codelibrary.get_asm_str(cc)
             try:
-                report = _ptxas_report(ptx, cc)
+                report = _ptxas_report(ptx, cc, f"{CONTEXT['where']}{name}")
             except Exception as exc:  # noqa: BLE001
                 report = f"PTX only, not assembled here ({type(exc).__name__}; a kernel linking CUDA C++ code needs it)"
             line = f"OK   {CONTEXT['where']}{name} {_short(argtypes)}: {report} ({time.perf_counter() - t0:.1f} s)"
@@ -239,6 +266,7 @@ def drive_03(dev):
     x, wt, cb, y = f32(bb, cin, h, w), f32(cout, cin, 3, 3), f32(cout), f32(bb, cout, h, w)  # conv.check_shapes
     for name, launch in conv.VARIANTS.items():
         yield f"conv.{name}", lambda launch=launch: launch(y, x, wt, cb)
+    yield "conv.igemm_launcher(default tiles)", lambda: conv.igemm_launcher(conv.igemm_tiles())(y, x, wt, cb)
     rows, cols = 37, 300
     xs = f32(rows, cols)
     g, be = f32(cols), f32(cols)
@@ -274,12 +302,28 @@ def drive_05(dev):
         launch(u8, x)
     yield "library_fp8_encoder(E4M3)", library_encoder
 
+    from kernel_lab.quant import kernels as K
+
+    rows, cols = 3, 300  # 16-byte-aligned rows: the vector paths are compiled too (one kernel serves both)
+    xq, pk = dev((rows, cols), np.float32), dev((rows, cols // 2), np.uint8)
+    sc, fo = dev((rows, -(-cols // 128)), np.float32), dev((rows, cols), np.float32)
+    yield "int4 quantize (flat grid)", lambda: K.launch_int4_quantize(pk, sc, xq)
+    yield "int4 quantize rows (2-D grid)", lambda: K.launch_int4_quantize_rows(pk, sc, xq)
+    yield "int4 quantize rows (2-D grid, unsigned)", lambda: K.launch_int4_quantize_rows(pk, sc, xq, unsigned=True)
+    yield "int4 dequantize tile4", lambda: K.launch_int4_dequantize_tile4(fo, pk, sc)
+    mm, nn, kw = 136, 260, 72  # K = 288 int8 values, 72 words
+    a32, b32k, c32 = dev((mm, kw), np.int32), dev((kw, nn), np.int32), dev((mm, nn), np.int32)
+    for cfg in K.dp4a_warptile_configs():
+        yield f"dp4a warp-tiled {cfg.label()}", lambda cfg=cfg: K.dp4a_warptile_launcher(cfg)(c32, a32, b32k)
+
 
 DRIVERS = {"02": drive_02, "03": drive_03, "05": drive_05}
 
 
-def run_package(module, dev):
+def run_package(module, dev, only=""):
     for label, thunk in DRIVERS[module](dev):
+        if only not in label:
+            continue
         CONTEXT["where"] = f"[{module}] {label}: "
         before = len(RESULTS)
         try:
@@ -330,6 +374,8 @@ def main():
     p.add_argument("--modules", default="02,03,05")
     p.add_argument("--notebooks", action="store_true", help="also execute the solution notebooks' cells")
     p.add_argument("--cc", default="9.0")
+    p.add_argument("--only", default="", help="only the package kernels whose label contains this text")
+    p.add_argument("--sass", metavar="DIR", help="save each kernel's cubin and SASS (cuobjdump on PATH) in DIR")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     sys.path.insert(0, str(ROOT / "utilities"))
@@ -342,12 +388,13 @@ def main():
 
     cc = tuple(int(v) for v in args.cc.split("."))
     dev = _install_patches(cc)
+    SASS_DIR["path"] = args.sass
     import matplotlib
 
     matplotlib.use("Agg")
     modules = [m.strip().zfill(2) for m in args.modules.split(",") if m.strip()]
     for module in modules:
-        run_package(module, dev)
+        run_package(module, dev, args.only)
         if args.notebooks:
             for path in NOTEBOOKS[module]:
                 run_notebook(path)

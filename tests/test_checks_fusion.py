@@ -145,7 +145,7 @@ def test_convolution_names_the_mistake(launch, message):
         checks.check_conv(launch, seed=5)
 
 
-# The implicit GEMM's gather, as the learner writes it (docs/plans/03.2-implicit-gemm.md), through
+# The implicit GEMM's gather, as the learner writes it (03.2, exercise 4), through
 # igemm_launcher(gather=...): the simulator's smallest tile configuration (one pixel column per thread).
 IGEMM = conv.igemm_tiles()
 IG_BN, IG_RP = IGEMM.bn, IGEMM.threads // IGEMM.bn
@@ -170,6 +170,14 @@ def _gather(sign=1, column_test=True):
 def test_implicit_gemm_learner_gather_passes(capsys):
     checks.check_conv(conv.igemm_launcher(IGEMM, gather=_gather()), name="implicit GEMM", seed=5)
     assert "implicit GEMM: correct for all 3 shapes" in capsys.readouterr().out
+
+
+def test_implicit_gemm_stub_gather_says_not_done():
+    @cuda.jit(device=True, forceinline=True)
+    def gather_x(x, rb, xb, c0, di, dj, ph, pw, cin, h, wd, t):
+        pass  # the course's stub
+    with pytest.raises(CheckFailed, match=r"the exercise is not done yet \(gather_x's body is still `pass`"):
+        checks.check_conv(conv.igemm_launcher(IGEMM, gather=gather_x), name="implicit GEMM", seed=5)
 
 
 @pytest.mark.parametrize("gather, message", [

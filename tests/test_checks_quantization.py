@@ -67,7 +67,7 @@ def test_right_kernels_pass(capsys):
     checks.check_affine_rows(K.launch_affine_quantize_rows)
     checks.check_int4_quantize(K.launch_int4_quantize, shapes=SHAPES4)
     checks.check_int4_dequantize(K.launch_int4_dequantize, shapes=SHAPES4)
-    checks.check_int4_quantize(K.launch_int4_quantize_groups4, shapes=SHAPES4 + ALIGNED4)
+    checks.check_int4_quantize(K.launch_int4_quantize_rows, shapes=SHAPES4 + ALIGNED4)
     checks.check_int4_dequantize(K.launch_int4_dequantize_tile4, shapes=SHAPES4 + ALIGNED4)
     checks.check_ternary_quantize(K.launch_ternary_quantize)
     checks.check_int8_rows(K.launch_int8_rows)
@@ -437,14 +437,14 @@ def test_int64_shift_result_named_by_the_dequantize_check():
 
 def q4_fast(kernel):
     def launch(p, s, x):
-        warps = -(-x.shape[0] * -(-x.shape[1] // 128) // K.GROUPS_PER_WARP)
-        kernel[-(-warps // 4), 128](x, p, K.packed16_of(p, x.shape[1]), s)
+        groups = -(-x.shape[1] // 128)
+        kernel[(-(-groups // K.Q4_WARPS), x.shape[0]), 32 * K.Q4_WARPS](x, p, K.packed16_of(p, x.shape[1]), s)
     return launch
 
 
 def test_int4_load4_without_alignment_test_named():
     bad_load = mutant(K.int4_load_quad, "    if vec:\n", "    if True:\n")
-    bad = mutant(K.int4_quantize_groups4, "vec = cols % 4 == 0", "vec = cols % 4 == 0", int4_load_quad=bad_load)
+    bad = mutant(K.int4_quantize_rows, "vec = cols % 4 == 0", "vec = cols % 4 == 0", int4_load_quad=bad_load)
     with pytest.raises(CheckFailed, match=r"(?s)misaligned 16-byte access.*cols % 4 == 0"):
         checks.check_int4_quantize(q4_fast(bad), shapes=[("3 x 127", (3, 127))], seed=39)
 
@@ -507,15 +507,15 @@ def test_fadd_magic_number_two_to_the_23_named():
         checks.check_int8_quantize(q8_tile(bad), sizes=X4_SIZES, seed=45)
 
 
-def test_int4_groups4_bytes_of_the_two_byte_store_swapped_named():
-    bad = mutant(K.int4_quantize_groups4, "uint16(lo | (hi << 8))", "uint16(hi | (lo << 8))")
+def test_int4_rows_bytes_of_the_two_byte_store_swapped_named():
+    bad = mutant(K.int4_quantize_rows, "uint16(lo | (hi << 8))", "uint16(hi | (lo << 8))")
     with pytest.raises(CheckFailed, match="the two bytes of each 2-byte store are in reversed order"):
         checks.check_int4_quantize(q4_fast(bad), shapes=ALIGNED4[:1], seed=46)
 
 
 def test_int4_one_code_of_four_truncated_named():
-    bad = mutant(K.int4_quantize_groups4, "q0 = round_clamp_fadd(v[k, 0] / s, lo8, hi7)",
-                 "q0 = int32(min(max(v[k, 0] / s, lo8), hi7))")
+    bad = mutant(K.int4_quantize_rows, "q0 = round_clamp_fadd(v0 / s, lo8, hi7)",
+                 "q0 = int32(min(max(v0 / s, lo8), hi7))")
     with pytest.raises(CheckFailed, match=r"truncated toward zero.*Only value 4j \+ 0 of each four"):
         checks.check_int4_quantize(q4_fast(bad), shapes=SHAPES4[1:2], seed=47)
 

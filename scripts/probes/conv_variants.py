@@ -17,7 +17,13 @@ the simulator's tile sizes.
 Goal (issue 12): the best variant within 1.5x of cuDNN fp32's time on the two largest shapes, and
 faster than it on at least one small shape.
 
-Not yet run on a GPU. docs/plans/03.2-implicit-gemm.md is the plan for 03.2 once it is measured.
+Measured on an H100 (2026-11-27), time as a multiple of cuDNN fp32's, best implicit-GEMM tiles per
+shape: (4, 32, 64, 64) 0.72x (64 x 64), (4, 32, 32, 64) 0.78x (32 x 128), (8, 32, 64, 128) 0.77x,
+(8, 64, 64, 512) 0.83x, (8, 128, 128, 512) 0.93x (64 x 128, 42.3 TFLOP/s); the register-blocked
+kernel 1.51-2.35x. Goal reached on every shape. Each configuration compiles in about 6 s (57 s
+before the package's device functions were inlined by NVVM, ``forceinline=True``, instead of
+Numba's ``inline="always"``, whose IR copies dominated the compile). 03.2's implicit-GEMM section
+is built on these results (``conv.igemm_tiles_for`` picks the tile by C_out).
 """
 
 import argparse

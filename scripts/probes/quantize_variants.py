@@ -47,12 +47,16 @@ Measured on an H200 (2026-11-26), fraction of the copy roofline: q8 base 51.6%, 
 tile4 92.9%, tile4 fadd 100.8%, x16 93.3%; dq8 base 55.0%, flat x4 91.4%, tile4 90.2% (the package's
 old ``int8_dequantize_x4`` failed its check: its shifts ran in int64, since fixed); amax + quantize
 base 61.5%, absmax x4 + tile4 93.3%, + tile4 fadd 97.5% (absmax x4 alone 92.8%); q4 base 29.6%, best
-g4 u16 fadd 39.0%; dq4 base 41.8%, h4 tile4 88.3%.
+g4 u16 fadd 39.0%; dq4 base 41.8%, h4 tile4 88.3%. On an H100 (2026-11-27): q4 base 41.7%, g4 u16 fadd
+55.4% (then the package's ``int4_quantize_groups4``, since replaced), 2d g1 89.2%, 2d g1 rcp 89.5%,
+2d g2 rcp 100.0%, sub16 rcp 100.8%: the 64-bit ``gi // groups`` was the quantizer's bottleneck;
+``2d g1 int`` (the package's ``int4_quantize_rows``: the 2-D grid with Numba's signed integers, so
+every index is tested for wrap-around) 73.3%.
 
 The winners are now the package's kernels and this probe runs those, not copies: q8 ``tile4`` and
 ``tile4 fadd`` are ``K.int8_quantize_x4`` and ``K.int8_quantize_x4_fadd``, dq8 ``tile4`` is
 ``K.int8_dequantize_x4``, amax's ``absmax x4`` is ``kernel_lab.scans.absmax_x4`` (launched by
-``absmax_vectorized``), q4 ``g4 u16 fadd`` is ``K.int4_quantize_groups4`` and dq4 ``h4 tile4`` is
+``absmax_vectorized``), q4 ``2d g1 int`` is ``K.int4_quantize_rows`` and dq4 ``h4 tile4`` is
 ``K.int4_dequantize_tile4``; the other rows are the experiments that lost or are still open.
 """
 
@@ -782,10 +786,12 @@ def variants():
                ("g1 u16: 16-B load, 2-B store", q4_g1_u16, "", (q4_g1_u16.kernel,)),
                ("g4 u16: 4 groups/warp, loads first", q4_g4_u16, "", (q4_g4_u16.kernel,)),
                ("g1 u16 fadd: g1 u16, rounding by an FADD", q4_g1_u16_fadd, "", (q4_g1_u16_fadd.kernel,)),
-               ("g4 u16 fadd: g4 u16, rounding by an FADD", K.launch_int4_quantize_groups4,
-                "package, notebook 05.2", (K.int4_quantize_groups4,)),
                ("pers prefetch: next group's load early", q4_pers_prefetch_launch, "", (q4_pers_prefetch,)),
                ("2d g1: 2-D grid, uint64 idx, no //", q4_2d_g1, "", (q4_2d_g1.kernel,)),
+               ("2d g1 int: 2-D grid, Numba's ints, FADD", K.launch_int4_quantize_rows, "package, notebook 05.2",
+                (K.int4_quantize_rows,)),
+               ("2d g1 u64: 2-D grid, uint64 idx, FADD", lambda p, s, x: K.launch_int4_quantize_rows(p, s, x, True),
+                "package, notebook 05.2", (K.int4_quantize_rows_u64,)),
                ("2d g1 rcp: + v*(1/s), exact fallback", q4_2d_g1_rcp, "", (q4_2d_g1_rcp.kernel,)),
                ("2d g2 rcp: 2 groups/warp, loads first", q4_2d_g2_rcp, "", (q4_2d_g2_rcp.kernel,)),
                ("2d g4 rcp: 4 groups/warp, loads first", q4_2d_g4_rcp, "", (q4_2d_g4_rcp.kernel,)),

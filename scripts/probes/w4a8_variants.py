@@ -4,8 +4,9 @@
     PYTHONPATH=utilities python3 scripts/probes/w4a8_variants.py          # on a GPU (about a minute)
     PYTHONPATH=utilities python3 scripts/probes/w4a8_variants.py --sim    # simulator: checks only
 
-The notebook's shape: N = K = 4096, M = 1, 4, 16, 64; ``bytes`` the weight bytes (K/2 per row plus
-the group scales), as in the notebook, so "% of copy" is against the copy roofline on them.
+The notebook's shapes: N = K = 4096, M = 1, 4, 16, 64, then a 14336 x 4096 layer at M = 1; ``bytes``
+the weight bytes (K/2 per row plus the group scales), as in the notebook, so "% of copy" is against
+the copy roofline on them.
 
 Diagnosis from the package kernel's sm_90 SASS (``kernel_lab.quant.kernels.w4a8_gemm``): one trip
 of its loop (four weight words per lane, one 16-byte load) issues ~115 instructions at M = 1, ~29 per
@@ -29,6 +30,12 @@ Variants (each checked with ``check_w4a8_gemm`` first; a variant that fails is n
   pre4         pre4 with the package's unpack (sign extension, 7 per word): the unpack's share
 Peers: cuBLASLt int8 (``kernel_lab.tensor_cores.peers.CublasLtInt8``, int8 weights: twice the bytes)
 and cuBLAS SGEMM through CuPy, as in the notebook.
+
+Measured on an H100 (2026-11-27), M = 1, as a fraction of the copy roofline on the weight bytes: at
+N = K = 4096 (8.5 MiB) the package 31.1%, the best variant (pre4) 33.8%, a CuPy copy of the same bytes
+49.6%; at 14336 x 4096 (29.8 MiB) the package 51.4%, pre1 x16 60.5%, r4c1 63.1% (noisy), the copy
+92.1%. Several rows per warp did not help at 4096 (r4c1 0.88x, r8c1 0.51x): the activations'
+trips from L2 are not the limit there; launch, ramp-up and the last wave are (the copy's 49.6%).
 
 One line per (variant, M); with $OUT set, also $OUT/w4a8_variants.json.
 """
@@ -166,6 +173,109 @@ def make_w4a8(chunks: int, x16: bool):
     return launch
 
 
+def make_w4a8_rows(rows_per_warp: int, chunks: int):
+    """A warp per ``rows_per_warp`` (R) weight rows: per trip it loads its activation chunks once and
+    uses them for all R rows, so the activations cross from L2 once per R rows instead of once per
+    row (at M = 1 the package's kernel reads K bytes of activations per weight row: 2x the weight
+    bytes, from L2). Per trip a lane loads ``chunks`` 16-byte chunks of each of its R rows, all
+    before the first DP4A; x16 unpack; uint64 indices. Rows whose length in words is not a multiple
+    of 4 take the package's one-word-per-lane path, row by row."""
+    R, CH = rows_per_warp, chunks
+    halves = halves_x16
+    SCALE_DIV = float32(0.0625)
+
+    @cuda.jit
+    def gemm(a32, a_scale, w32, w_scales, out):
+        lane = uint64(cuda.threadIdx.x & 31)
+        n0 = (uint64(cuda.blockIdx.x) * uint64(WPB) + uint64(cuda.threadIdx.x >> 5)) * uint64(R)
+        rows = uint64(out.shape[0])
+        ncols = uint64(out.shape[1])
+        if n0 >= ncols:
+            return
+        words = uint64(w32.shape[1])
+        vector = (words & uint64(3)) == uint64(0)
+        acc = cuda.local.array((R, MT), float32)
+        p = cuda.local.array((CH, R, 4), int32)
+        sc = cuda.local.array((CH, R), float32)
+        xa = cuda.local.array(8, int32)
+        m0 = uint64(0)
+        while m0 < rows:
+            for r in range(R):
+                for i in range(MT):
+                    acc[r, i] = float32(0.0)
+            if vector:
+                tw = uint64(4) * lane
+                while tw < words:
+                    for k in range(CH):  # the trip's weight loads first, every row of the warp
+                        wk = tw + uint64(128 * k)
+                        for r in range(R):
+                            n = n0 + uint64(r)
+                            if wk < words and n < ncols:
+                                p[k, r, 0], p[k, r, 1], p[k, r, 2], p[k, r, 3] = load4(w32, (n, wk))
+                                sc[k, r] = w_scales[n, wk >> uint64(4)] * SCALE_DIV
+                            else:
+                                p[k, r, 0], p[k, r, 1], p[k, r, 2], p[k, r, 3] = 0, 0, 0, 0
+                                sc[k, r] = float32(0.0)
+                    for k in range(CH):
+                        wk = tw + uint64(128 * k)
+                        if wk < words:
+                            for i in range(MT):
+                                m = m0 + uint64(i)
+                                if m < rows:  # this chunk's activations: once for the R rows
+                                    xa[0], xa[1], xa[2], xa[3] = load4(a32, (m, uint64(2) * wk))
+                                    xa[4], xa[5], xa[6], xa[7] = load4(a32, (m, uint64(2) * wk + uint64(4)))
+                                    for r in range(R):
+                                        d = int32(0)
+                                        for j in range(4):
+                                            e, o = halves(p[k, r, j])
+                                            d = dp4a(byte_perm(xa[2 * j], xa[2 * j + 1], EVEN_BYTES), e, d)
+                                            d = dp4a(byte_perm(xa[2 * j], xa[2 * j + 1], ODD_BYTES), o, d)
+                                        acc[r, i] += float32(d) * sc[k, r]
+                    tw += uint64(128 * CH)
+            else:
+                for r in range(R):
+                    n = n0 + uint64(r)
+                    if n < ncols:
+                        w = lane
+                        while w < words:
+                            q = w32[n, w]
+                            s = w_scales[n, w >> uint64(4)] * SCALE_DIV
+                            e, o = halves(q)
+                            for i in range(MT):
+                                m = m0 + uint64(i)
+                                if m < rows:
+                                    x0 = a32[m, uint64(2) * w]
+                                    x1 = a32[m, uint64(2) * w + uint64(1)]
+                                    d = dp4a(byte_perm(x0, x1, EVEN_BYTES), e, 0)
+                                    d = dp4a(byte_perm(x0, x1, ODD_BYTES), o, d)
+                                    acc[r, i] += float32(d) * s
+                            w += uint64(32)
+            for r in range(R):
+                n = n0 + uint64(r)
+                for i in range(MT):
+                    m = m0 + uint64(i)
+                    if m < rows:  # the same for the whole warp: the shuffles stay full
+                        v = qk.warp_sum_f32(acc[r, i])
+                        if lane == uint64(0) and n < ncols:
+                            out[m, n] = v * a_scale[m]
+            m0 += uint64(MT)
+
+    def launch(out, a32, a_scale, w32, w_scales):
+        if a32.shape[1] != 2 * w32.shape[1]:
+            raise ValueError("a32 and w32 must cover the same K (pad both to a multiple of 8)")
+        gemm[-(-out.shape[1] // (WPB * R)), 32 * WPB](a32, a_scale, w32, w_scales, out)
+
+    launch.kernel = gemm
+    return launch
+
+
+w4_r2c2 = make_w4a8_rows(2, 2)
+w4_r4c1 = make_w4a8_rows(4, 1)
+w4_r4c2 = make_w4a8_rows(4, 2)
+w4_r2c4 = make_w4a8_rows(2, 4)
+w4_r8c1 = make_w4a8_rows(8, 1)
+
+
 w4_pre1_x16 = make_w4a8(1, True)
 w4_pre2_x16 = make_w4a8(2, True)
 w4_pre4_x16 = make_w4a8(4, True)
@@ -178,7 +288,12 @@ def variants():
             ("pre1 x16: lean, 1 chunk/trip", w4_pre1_x16, w4_pre1_x16.kernel),
             ("pre2 x16: 2 chunks loaded first", w4_pre2_x16, w4_pre2_x16.kernel),
             ("pre4 x16: 4 chunks loaded first", w4_pre4_x16, w4_pre4_x16.kernel),
-            ("pre4: 4 chunks, sign-extend unpack", w4_pre4, w4_pre4.kernel)]
+            ("pre4: 4 chunks, sign-extend unpack", w4_pre4, w4_pre4.kernel),
+            ("r2c2: 2 rows/warp, 2 chunks first", w4_r2c2, w4_r2c2.kernel),
+            ("r4c1: 4 rows/warp, 1 chunk", w4_r4c1, w4_r4c1.kernel),
+            ("r4c2: 4 rows/warp, 2 chunks first", w4_r4c2, w4_r4c2.kernel),
+            ("r2c4: 2 rows/warp, 4 chunks first", w4_r2c4, w4_r2c4.kernel),
+            ("r8c1: 8 rows/warp, 1 chunk", w4_r8c1, w4_r8c1.kernel)]
 
 
 def registers(kernel):
@@ -229,43 +344,50 @@ def main(argv=None):
         import nvmath  # noqa: F401
     except ImportError:
         CublasLtInt8 = None
-    n_out, k = 4096, 4096
+    k = 4096
     rng = np.random.default_rng(4)
-    wf = rng.standard_normal((n_out, k)).astype(np.float32)
-    w_scales = qref.int4_group_scales_f32(wf)
-    w32 = cuda.to_device(qref.int4_pack(qref.int4_quantize_f32(wf, w_scales)).view(np.int32))
-    ws = cuda.to_device(w_scales)
-    w8, _ = qref.int8_per_row_f32(wf)
-    int4_bytes = n_out * k // 2 + 4 * w_scales.size
     names = [(name, launch, kern) for name, launch, kern in variants() if ok[name]]
-    for m in (1, 4, 16, 64):
-        xf = rng.standard_normal((m, k)).astype(np.float32)
-        xq, xs = qref.int8_per_row_f32(xf)
-        a32, xsd = cuda.to_device(qk.as_words(xq)), cuda.to_device(xs)
-        y = cuda.device_array((m, n_out), np.float32)
-        cases = [(name, (lambda launch=launch: launch(y, a32, xsd, w32, ws)), int4_bytes, kern)
-                 for name, launch, kern in names]
-        cases.insert(1, (cases[0][0] + " (again)",) + cases[0][1:])  # the noise between two runs
-        if cp is not None:
-            cx, cw = cp.asarray(xf), cp.asarray(wf)
-            cases.append(("cuBLAS SGEMM (CuPy, fp32)", lambda cx=cx, cw=cw: cx @ cw.T, 4 * n_out * k, None))
-            if CublasLtInt8 is not None:
-                lt = CublasLtInt8(m, n_out, k)
-                cxq, cwq, cc = cp.asarray(xq), cp.asarray(w8), cp.empty((m, n_out), cp.int32)
-                cases.append(("cuBLASLt int8 (int8 weights)", lambda lt=lt, cxq=cxq, cwq=cwq, cc=cc: lt(cxq, cwq, cc),
-                              n_out * k, None))
-        base_us = None
-        for name, fn, nbytes, kern in cases:
-            meas = kl.benchmark(f"{name}, M={m}", fn, bytes=nbytes, inputs=(a32,), quiet=True, repeat=50)
-            us = meas.ms * 1000
-            base_us = base_us or us
-            frac = 100 * meas.fraction if meas.fraction is not None else float("nan")
-            regs = registers(kern) if kern is not None else None
-            print(f"M={m:<3d} {name:38s} {us:8.2f} us  {frac:5.1f}% of copy (its bytes)  "
-                  f"{base_us / us:5.2f}x pkg  spread {100 * (meas.spread or 0):3.0f}%"
-                  f"{'  regs ' + str(regs) if regs else ''}", flush=True)
-            results["variants"].append(dict(name=name, m=m, check="ok", us=us, fraction=meas.fraction,
-                                            spread=meas.spread, bytes=nbytes, regs=regs))
+    # N = K = 4096 at the notebook's M; then a 14336 x 4096 layer at M = 1, where a copy of the bytes
+    # is close to the roofline (at 8.5 MiB it reaches about half: launch and ramp-up costs)
+    for n_out, ms in ((4096, (1, 4, 16, 64)), (14336, (1,))):
+        wf = rng.standard_normal((n_out, k)).astype(np.float32)
+        w_scales = qref.int4_group_scales_f32(wf)
+        w32 = cuda.to_device(qref.int4_pack(qref.int4_quantize_f32(wf, w_scales)).view(np.int32))
+        ws = cuda.to_device(w_scales)
+        w8, _ = qref.int8_per_row_f32(wf)
+        int4_bytes = n_out * k // 2 + 4 * w_scales.size
+        for m in ms:
+            xf = rng.standard_normal((m, k)).astype(np.float32)
+            xq, xs = qref.int8_per_row_f32(xf)
+            a32, xsd = cuda.to_device(qk.as_words(xq)), cuda.to_device(xs)
+            y = cuda.device_array((m, n_out), np.float32)
+            cases = [(name, (lambda launch=launch: launch(y, a32, xsd, w32, ws)), int4_bytes, kern)
+                     for name, launch, kern in names]
+            cases.insert(1, (cases[0][0] + " (again)",) + cases[0][1:])  # the noise between two runs
+            if cp is not None:
+                # the practical roofline at this size: a device-to-device copy of as many bytes
+                src8, dst8 = cp.zeros(int4_bytes // 2, cp.uint8), cp.empty(int4_bytes // 2, cp.uint8)  # read + write
+                cases.append(("copy of the same bytes (CuPy)", lambda s8=src8, d8=dst8: d8.__setitem__(slice(None), s8),
+                              int4_bytes, None))
+                cx, cw = cp.asarray(xf), cp.asarray(wf)
+                cases.append(("cuBLAS SGEMM (CuPy, fp32)", lambda cx=cx, cw=cw: cx @ cw.T, 4 * n_out * k, None))
+                if CublasLtInt8 is not None:
+                    lt = CublasLtInt8(m, n_out, k)
+                    cxq, cwq, cc = cp.asarray(xq), cp.asarray(w8), cp.empty((m, n_out), cp.int32)
+                    cases.append(("cuBLASLt int8 (int8 weights)",
+                                  lambda lt=lt, cxq=cxq, cwq=cwq, cc=cc: lt(cxq, cwq, cc), n_out * k, None))
+            base_us = None
+            for name, fn, nbytes, kern in cases:
+                meas = kl.benchmark(f"{name}, M={m}", fn, bytes=nbytes, inputs=(a32,), quiet=True, repeat=50)
+                us = meas.ms * 1000
+                base_us = base_us or us
+                frac = 100 * meas.fraction if meas.fraction is not None else float("nan")
+                regs = registers(kern) if kern is not None else None
+                print(f"N={n_out:<5d} M={m:<3d} {name:38s} {us:8.2f} us  {frac:5.1f}% of copy (its bytes)  "
+                      f"{base_us / us:5.2f}x pkg  spread {100 * (meas.spread or 0):3.0f}%"
+                      f"{'  regs ' + str(regs) if regs else ''}", flush=True)
+                results["variants"].append(dict(name=name, n=n_out, m=m, check="ok", us=us, fraction=meas.fraction,
+                                                spread=meas.spread, bytes=nbytes, regs=regs))
     out = os.environ.get("OUT")
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)

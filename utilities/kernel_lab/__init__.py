@@ -43,6 +43,11 @@ if BACKEND == "gpu":  # cuda.ldcv/ldcg as loads the compiler may not move (see c
     from .cache_hint_loads import install as _install_ordered_loads
 
     _install_ordered_loads()
+else:  # the simulator's extensions now, so that the package's own modules (``@cuda.jit(device=True,
+    # forceinline=True)`` at import) compile under it even before a notebook calls setup()
+    from .simulator import install as _install_simulator
+
+    _install_simulator()
 
 from .environment import NotebookGated, current, gpu_info, on_simulator, setup  # noqa: E402
 from .sizes import adversarial_shapes, adversarial_sizes, blocks_for, sizes  # noqa: E402

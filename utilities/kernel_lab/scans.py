@@ -403,7 +403,7 @@ def block_exclusive_scan(v, totals):
     return before + inclusive - v, block_total
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, forceinline=True)
 def load_items(x, first, vals):
     """vals[k] = x[first + k] for the thread's ITEMS elements (0 past the end): 16-byte loads
     when all ITEMS are inside (``first`` is a multiple of ITEMS, so they are aligned)."""
@@ -415,7 +415,7 @@ def load_items(x, first, vals):
             vals[k] = x[first + k] if first + k < x.size else float32(0)
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, forceinline=True)
 def store_items(out, first, vals, carry):
     """out[first + k] = carry + vals[k] for the elements inside the array (16-byte stores)."""
     if first + ITEMS <= out.size:
@@ -427,7 +427,7 @@ def store_items(out, first, vals, carry):
                 out[first + k] = carry + vals[k]
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, forceinline=True)
 def scan_items(vals):
     """Inclusive scan of the thread's own ITEMS values, in place; returns their total."""
     s = float32(0)
@@ -504,7 +504,7 @@ def scan_three_kernels(out, x, scratch=None):
     scan_add_offsets[tiles, THREADS](x, out, offsets)
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, forceinline=True)
 def window_sum(flag, v, lane):
     """One round of a warp look-back, once all 32 lanes hold a published ``flag`` and its value
     ``v`` (lane ``j`` for the tile ``j`` places back): the sum of the values up to and including the
@@ -619,7 +619,7 @@ def reset_scratch(ticket, flags):
 # of the copy roofline (scripts/probes/scan_variants.py).
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, forceinline=True)
 def pack_status(flag, value):
     """The status word: ``flag`` (0, 1, 2) in bits 32-63, the bits of float32 ``value`` in 0-31."""
     # float_bits is a uint32: widening an unsigned integer fills the high half with zeros (a signed
@@ -627,7 +627,7 @@ def pack_status(flag, value):
     return (uint64(flag) << uint64(32)) | uint64(float_bits(value))
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, forceinline=True)
 def unpack_status(word):
     """(flag, value) of a status word."""
     return int32(word >> uint64(32)), bits_float(uint32(word & uint64(0xFFFFFFFF)))

@@ -226,7 +226,7 @@ def launch_2d_blocking(c, a, b):
 # 6. vectorised: 16-byte loads, A's tile transposed in shared memory
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, forceinline=True)
 def load_tiles_vec(a, b, a_t, b_t, row0, col0, k0, m, n, kk, t, threads, tm_bm, tn_bn, tk, vec_ok):
     """Copy the block's A tile (tm_bm x tk, stored transposed as a_t[k, m]) and B tile (tk x tn_bn)
     into shared memory; 16-byte loads where the tile lies inside and rows are aligned."""
@@ -285,7 +285,7 @@ def sgemm_vectorized(a, b, c, m, n, kk, vec_ok):
     store_block(c, acc, row0 + ty * TM, col0 + tx * TN, m, n, vec_ok, TM, TN)
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, forceinline=True)
 def store_block(c, acc, r0, q0, m, n, vec_ok, tm, tn):
     """Write a thread's tm x tn results at (r0, q0) of the flat C: 16-byte stores inside, masked
     scalar stores on the edges."""
@@ -344,7 +344,9 @@ class GemmTiles:
     tn: int = 4
     threads: int = 256
     double_buffer: bool = False
-    precision: str = "float32"  # or "float64" (module 02's DGEMM on CUDA cores)
+    # or "float64" (module 02's DGEMM on CUDA cores), or "dp4a": int8 operands packed four to an int32
+    # word along K (A is M x K/4 words, B is K/4 x N), int32 results, a DP4A per word pair (05.6)
+    precision: str = "float32"
     # A cap on registers per thread (Numba's ``max_registers``): 168 lets three 128-thread blocks
     # share an SM (65,536 registers), so one block's barrier waits are covered by the others'
     # work; the compiler spills what does not fit (to L1-cached local memory). None: no cap.
@@ -359,7 +361,8 @@ class GemmTiles:
         return self.wn // (4 * self.tn)
 
     def label(self) -> str:
-        db = (", double-buffered" if self.double_buffer else "") + (", float64" if self.precision == "float64" else "")
+        db = (", double-buffered" if self.double_buffer else "") + (f", {self.precision}" if self.precision != "float32"
+                                                                    else "")
         db += f", <= {self.max_registers} registers" if self.max_registers else ""
         return (f"block {self.bm}x{self.bn}x{self.bk}, warp {self.wm}x{self.wn}, thread {self.tm * self.wm_iter}x"
                 f"{self.tn * self.wn_iter} ({self.wm_iter}x{self.wn_iter} of {self.tm}x{self.tn}), "
@@ -421,7 +424,7 @@ def warptile_parts(cfg: GemmTiles):
     STAGES = 2 if cfg.double_buffer else 1
     RM, RN = WMI * XTM, WNI * XTN  # results per thread: RM x RN
 
-    @cuda.jit(device=True, inline="always")
+    @cuda.jit(device=True, forceinline=True)
     def compute_stage(a_t, b_t, s, acc, a_reg, b_reg, wr, wc, tr, tc):
         for k0 in range(0, XBK, 4):  # unrolled by hand, 4 steps of k per trip: fewer loop instructions
             compute_k(a_t, b_t, s, k0, acc, a_reg, b_reg, wr, wc, tr, tc)
@@ -429,8 +432,8 @@ def warptile_parts(cfg: GemmTiles):
             compute_k(a_t, b_t, s, k0 + 2, acc, a_reg, b_reg, wr, wc, tr, tc)
             compute_k(a_t, b_t, s, k0 + 3, acc, a_reg, b_reg, wr, wc, tr, tc)
 
-    @cuda.jit(device=True, inline="always")
-    def compute_k(a_t, b_t, s, k, acc, a_reg, b_reg, wr, wc, tr, tc):
+    @cuda.jit(device=True, forceinline=True)
+    def load_k(a_t, b_t, s, k, a_reg, b_reg, wr, wc, tr, tc):
         for wi in range(WMI):  # this lane's rows: wr + wi * 8 XTM + tr * XTM + (0..XTM-1)
             for i in range(0, XTM, 4):
                 base = wr + wi * 8 * XTM + tr * XTM + i
@@ -441,56 +444,71 @@ def warptile_parts(cfg: GemmTiles):
                 base = wc + wj * 4 * XTN + tc * XTN + j
                 (b_reg[wj * XTN + j], b_reg[wj * XTN + j + 1], b_reg[wj * XTN + j + 2],
                  b_reg[wj * XTN + j + 3]) = ld4s(b_t, s, k, base)
-        for i in range(RM):
-            for j in range(RN):
-                acc[i, j] += a_reg[i] * b_reg[j]
+
+    if cfg.precision == "dp4a":  # int8 operands four to a word along K: each step is RM x RN DP4As
+        from .quant.dp4a import dp4a
+
+        @cuda.jit(device=True, forceinline=True)
+        def compute_k(a_t, b_t, s, k, acc, a_reg, b_reg, wr, wc, tr, tc):
+            load_k(a_t, b_t, s, k, a_reg, b_reg, wr, wc, tr, tc)
+            for i in range(RM):
+                for j in range(RN):
+                    acc[i, j] = dp4a(a_reg[i], b_reg[j], acc[i, j])
+    else:
+
+        @cuda.jit(device=True, forceinline=True)
+        def compute_k(a_t, b_t, s, k, acc, a_reg, b_reg, wr, wc, tr, tc):
+            load_k(a_t, b_t, s, k, a_reg, b_reg, wr, wc, tr, tc)
+            for i in range(RM):
+                for j in range(RN):
+                    acc[i, j] += a_reg[i] * b_reg[j]
 
     LOADS_A = XBM * XBK // 4 // XTHREADS  # 16-byte groups of the A tile per thread
     LOADS_B = XBK * XBN // 4 // XTHREADS
     RA, RB = 4 * LOADS_A, 4 * LOADS_B  # registers that carry the tiles from device to shared memory
-    DT = float64 if cfg.precision == "float64" else float32
+    DT = {"float64": float64, "dp4a": int32}.get(cfg.precision, float32)
     if cfg.precision == "float64":  # 16 bytes are 2 doubles: a group of 4 is two 16-byte accesses
 
-        @cuda.jit(device=True, inline="always")
+        @cuda.jit(device=True, forceinline=True)
         def ld4(arr, i):  # 4 elements of a flat array
             x0, x1 = load2(arr, i)
             x2, x3 = load2(arr, i + 2)
             return x0, x1, x2, x3
 
-        @cuda.jit(device=True, inline="always")
+        @cuda.jit(device=True, forceinline=True)
         def ld4s(arr, s, k, j):  # 4 elements of row k of shared stage s
             x0, x1 = load2(arr, (s, k, j))
             x2, x3 = load2(arr, (s, k, j + 2))
             return x0, x1, x2, x3
 
-        @cuda.jit(device=True, inline="always")
+        @cuda.jit(device=True, forceinline=True)
         def st4(arr, i, v0, v1, v2, v3):
             store2(arr, i, v0, v1)
             store2(arr, i + 2, v2, v3)
 
-        @cuda.jit(device=True, inline="always")
+        @cuda.jit(device=True, forceinline=True)
         def st4s(arr, s, k, j, v0, v1, v2, v3):
             store2(arr, (s, k, j), v0, v1)
             store2(arr, (s, k, j + 2), v2, v3)
     else:
 
-        @cuda.jit(device=True, inline="always")
+        @cuda.jit(device=True, forceinline=True)
         def ld4(arr, i):
             return load4(arr, i)
 
-        @cuda.jit(device=True, inline="always")
+        @cuda.jit(device=True, forceinline=True)
         def ld4s(arr, s, k, j):
             return load4(arr, (s, k, j))
 
-        @cuda.jit(device=True, inline="always")
+        @cuda.jit(device=True, forceinline=True)
         def st4(arr, i, v0, v1, v2, v3):
             store4(arr, i, v0, v1, v2, v3)
 
-        @cuda.jit(device=True, inline="always")
+        @cuda.jit(device=True, forceinline=True)
         def st4s(arr, s, k, j, v0, v1, v2, v3):
             store4(arr, (s, k, j), v0, v1, v2, v3)
 
-    @cuda.jit(device=True, inline="always")
+    @cuda.jit(device=True, forceinline=True)
     def fetch_a(a, ra, row0, k0, m, kk, t, fast):
         """Device memory -> registers: this thread's groups of 4 of the A tile at k0 (4 consecutive
         k of one row each). ``fast``: the whole tile is inside and aligned, one 16-byte load per
@@ -505,7 +523,7 @@ def warptile_parts(cfg: GemmTiles):
                     inside = row0 + r < m and k0 + q + i < kk
                     ra[4 * l + i] = a[(row0 + r) * kk + k0 + q + i] if inside else DT(0)
 
-    @cuda.jit(device=True, inline="always")
+    @cuda.jit(device=True, forceinline=True)
     def fetch_b(b, rb, col0, k0, n, kk, t, fast):
         """The same for the B tile: groups of 4 consecutive columns of one row."""
         for l in range(LOADS_B):
@@ -518,13 +536,13 @@ def warptile_parts(cfg: GemmTiles):
                     inside = k0 + r < kk and col0 + q + i < n
                     rb[4 * l + i] = b[(k0 + r) * n + col0 + q + i] if inside else DT(0)
 
-    @cuda.jit(device=True, inline="always")
+    @cuda.jit(device=True, forceinline=True)
     def fetch(a, b, ra, rb, row0, col0, k0, m, n, kk, t, fast):
         """Device memory -> registers: this thread's groups of 4 of the A and B tiles at k0."""
         fetch_a(a, ra, row0, k0, m, kk, t, fast)
         fetch_b(b, rb, col0, k0, n, kk, t, fast)
 
-    @cuda.jit(device=True, inline="always")
+    @cuda.jit(device=True, forceinline=True)
     def stash_a(a_t, s, ra, t):
         """Registers -> shared stage s: A transposed (a_t[k, m])."""
         for l in range(LOADS_A):
@@ -533,7 +551,7 @@ def warptile_parts(cfg: GemmTiles):
             for i in range(4):
                 a_t[s, q + i, r] = ra[4 * l + i]
 
-    @cuda.jit(device=True, inline="always")
+    @cuda.jit(device=True, forceinline=True)
     def stash_b(b_t, s, rb, t):
         """Registers -> shared stage s: B as it is (16-byte stores)."""
         for l in range(LOADS_B):
@@ -541,19 +559,19 @@ def warptile_parts(cfg: GemmTiles):
             r, q = e // (XBN // 4), (e % (XBN // 4)) * 4
             st4s(b_t, s, r, q, rb[4 * l], rb[4 * l + 1], rb[4 * l + 2], rb[4 * l + 3])
 
-    @cuda.jit(device=True, inline="always")
+    @cuda.jit(device=True, forceinline=True)
     def stash(a_t, b_t, s, ra, rb, t):
         """Registers -> shared stage s: A transposed (a_t[k, m]), B as it is (16-byte stores)."""
         stash_a(a_t, s, ra, t)
         stash_b(b_t, s, rb, t)
 
-    @cuda.jit(device=True, inline="always")
+    @cuda.jit(device=True, forceinline=True)
     def lane_map(warp, lane):
         """(row, column) of the warp's tile in the block's, and (row, column) of the lane in the
         warp's 8 x 4 arrangement of threads."""
         return (warp // WARPS_N) * XWM, (warp % WARPS_N) * XWN, lane // 4, lane % 4
 
-    @cuda.jit(device=True, inline="always")
+    @cuda.jit(device=True, forceinline=True)
     def one_tile(a, b, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, col0, m, n, kk, t, wr, wc, tr, tc, fast, k0, s):
         """Double buffering, one tile: compute stage s (tile k0) while the next tile travels from
         device memory to registers, then to stage 1 - s."""
@@ -565,7 +583,7 @@ def warptile_parts(cfg: GemmTiles):
             stash(a_t, b_t, 1 - s, ra, rb, t)  # the other stage: nobody reads it now
         cuda.syncthreads()  # one barrier per tile: stage 1-s complete, stage s free
 
-    @cuda.jit(device=True, inline="always")
+    @cuda.jit(device=True, forceinline=True)
     def main_loop_one(a, b, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, col0, m, n, kk, t, wr, wc, tr, tc, fast):
         """Kernel 8's loop: one tile per trip, the stage a variable (s = 1 - s)."""
         fetch(a, b, ra, rb, row0, col0, 0, m, n, kk, t, fast)
@@ -576,7 +594,7 @@ def warptile_parts(cfg: GemmTiles):
             one_tile(a, b, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, col0, m, n, kk, t, wr, wc, tr, tc, fast, k0, s)
             s = 1 - s
 
-    @cuda.jit(device=True, inline="always")
+    @cuda.jit(device=True, forceinline=True)
     def main_loop(a, b, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, col0, m, n, kk, t, wr, wc, tr, tc, fast):
         """Single-buffered (kernel 7), or kernel 8b's loop: two tiles per trip (the default)."""
         if STAGES == 1:
@@ -608,7 +626,7 @@ def warptile_parts(cfg: GemmTiles):
     return parts
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, forceinline=True)
 def no_epilogue(v, row, col, aux):
     """The default epilogue: C = A @ B as it is (compiles to nothing)."""
     return v

@@ -36,32 +36,32 @@ FULL = 0xFFFFFFFF
 # --- the epilogues -----------------------------------------------------------------------------
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, forceinline=True)
 def ep_bias(v, row, col, aux):
     return v + aux[0][col]
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, forceinline=True)
 def ep_bias_relu(v, row, col, aux):
     return max(v + aux[0][col], float32(0))
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, forceinline=True)
 def ep_bias_sigmoid(v, row, col, aux):
     return float32(1) / (float32(1) + math.exp(-(v + aux[0][col])))
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, forceinline=True)
 def ep_bias_tanh(v, row, col, aux):
     return math.tanh(v + aux[0][col])
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, forceinline=True)
 def ep_bias_gelu(v, row, col, aux):
     return gelu(v + aux[0][col])
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, forceinline=True)
 def ep_axpby_bias(v, row, col, aux):
     # alpha * (A @ B) + beta * C + gamma * bias: the GEMM of BLAS plus a bias
     return aux[2] * v + aux[3] * aux[1][row, col] + aux[4] * aux[0][col]
@@ -144,7 +144,7 @@ SOFTMAX_WARPS = SOFTMAX_THREADS // 32  # a constant: the GPU compiler takes no e
 SOFTMAX_VALUES = _S.values  # columns per thread: N up to SOFTMAX_THREADS * SOFTMAX_VALUES
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, forceinline=True)
 def block_max_f32(v, scratch):
     """The block's max of v, returned to every thread (``scratch``: shared, one float per warp)."""
     for off in (16, 8, 4, 2, 1):
@@ -160,7 +160,7 @@ def block_max_f32(v, scratch):
     return r
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, forceinline=True)
 def block_sum_f32(v, scratch):
     """The block's sum of v, returned to every thread (same order in every thread: same result)."""
     for off in (16, 8, 4, 2, 1):

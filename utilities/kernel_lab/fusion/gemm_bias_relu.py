@@ -76,7 +76,7 @@ def launch_unfused(c, a, b, bias):
     relu_flat[_ew_blocks(c.size), EW_THREADS](flat)
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, forceinline=True)
 def bias_relu_epilogue(v, row, col, bias):
     return max(v + bias[col], float32(0))
 

@@ -28,11 +28,12 @@ import math
 
 import numpy as np
 
+from ..environment import on_simulator
 from ..sizes import sizes as _sizes
 from ..vector_loads import load4, store4
 from ..validate import KernelLabArgumentError
 
-from numba import cuda, float32  # noqa: E402  (kernel_lab chose GPU or simulator already)
+from numba import cuda, float32, uint64  # noqa: E402  (kernel_lab chose GPU or simulator already)
 
 _S = _sizes(gpu=dict(warp_values=32, block=256, block_small=128, block_values=32, warps_per_block=4),
             sim=dict(warp_values=4, block=64, block_small=32, block_values=4, warps_per_block=2))
@@ -80,6 +81,36 @@ def gelu(v):
     return v / (float32(1) + math.exp(min(float32(-2) * u, float32(80))))
 
 
+def _tanh_approx():
+    """``tanh.approx.f32`` (MUFU.TANH, sm_75+): one instruction, relative error about 2^-11, which is
+    the precision of a float16 result. Inline PTX on a GPU; ``math.tanh`` in the simulator."""
+    if on_simulator():
+        return cuda.jit(device=True)(lambda u: float32(math.tanh(u)))
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def tanh_approx(typingctx, u):
+        def codegen(context, builder, signature, args):
+            f32 = ir.FloatType()
+            return builder.asm(ir.FunctionType(f32, [f32]), "tanh.approx.f32 $0, $1;", "=f,f", [args[0]],
+                               side_effect=False)
+        return types.float32(types.float32), codegen
+    return tanh_approx
+
+
+tanh_approx = _tanh_approx()
+
+
+@cuda.jit(device=True, inline="always")
+def gelu_fast(v):
+    """GELU's tanh form with the hardware's approximate tanh, for float16 results: five instructions
+    where :func:`gelu` takes about nine (an exponential, a division, the cap)."""
+    h = float32(0.5) * v
+    return h * tanh_approx(v * (float32(GELU_C) + float32(GELU_C * 0.044715) * v * v)) + h
+
+
 @cuda.jit(device=True, inline="always")
 def welford_combine(n_a, mean_a, m2_a, n_b, mean_b, m2_b):
     """Chan's rule: the (count, mean, M2) of two sets from each set's own."""
@@ -124,13 +155,20 @@ def values_per_lane(n: int, lanes: int) -> int:
 
 
 @functools.cache
-def row_kernel(per_row: int, groups: int, width: int):
+def row_kernel(per_row: int, groups: int, width: int, fast_gelu: bool = False):
     """The kernel of every launcher below: ``per_row`` threads per row (32: one warp per row, several
     rows per block; more: one block per row, the warps' statistics meeting in shared memory), each
     thread holding ``groups`` groups of ``width`` neighbouring values (1: one value per access; 4:
     ``load4``/``store4``, rows a multiple of 4 long). A thread's groups start at columns
-    ``width * (t + per_row * j)``, so every access of a warp is coalesced."""
+    ``width * (t + per_row * j)``, so every access of a warp is coalesced. ``fast_gelu``: GELU by
+    :func:`gelu_fast` (the x4 launchers choose it for float16 rows)."""
     warps, size = max(1, per_row // 32), groups * width
+    GELU = gelu_fast if fast_gelu else gelu
+
+    # Unsigned indices: Numba tests every signed index for a negative, wrap-around value (a compare
+    # and a select per axis); an unsigned one cannot be negative. Constants mixed with them must be
+    # unsigned too (Numba types uint64 + int64 as float64).
+    PR, W, ONE = uint64(per_row), uint64(width), uint64(1)
 
     @cuda.jit(fastmath=True)
     def layernorm_gelu(x, gamma, beta, y, mean_out, rstd_out, eps):
@@ -140,75 +178,76 @@ def row_kernel(per_row: int, groups: int, width: int):
         g = cuda.local.array(size, float32)
         b = cuda.local.array(size, float32)
         if per_row == 32:
-            t = cuda.threadIdx.x % 32
-            row = cuda.blockIdx.x * (cuda.blockDim.x // 32) + cuda.threadIdx.x // 32
-            if row >= x.shape[0]:  # a whole warp leaves together: the shuffles below stay full
+            t = uint64(cuda.threadIdx.x & 31)
+            row = uint64(cuda.blockIdx.x) * uint64(cuda.blockDim.x >> 5) + uint64(cuda.threadIdx.x >> 5)
+            if row >= uint64(x.shape[0]):  # a whole warp leaves together: the shuffles below stay full
                 return
         else:
-            t = cuda.threadIdx.x
-            row = cuda.blockIdx.x
-        lane, warp = t % 32, t // 32
+            t = uint64(cuda.threadIdx.x)
+            row = uint64(cuda.blockIdx.x)
+        lane, warp = t & uint64(31), t >> uint64(5)
         ncols = x.shape[1]
-        ng = ncols // width  # whole groups (the launchers pass rows a multiple of width)
+        ng = uint64(ncols) // W  # whole groups (the launchers pass rows a multiple of width)
         for j in range(groups):  # every load first, nothing between them waits on memory
-            q = min(t + per_row * j, ng - 1)  # past the row's end: the last group again, never used
+            q = min(t + PR * uint64(j), ng - ONE)  # past the row's end: the last group again, never used
             if width == 4:
-                x0, x1, x2, x3 = load4(x, (row, 4 * q))
+                x0, x1, x2, x3 = load4(x, (row, W * q))
                 v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3] = (float32(x0), float32(x1), float32(x2),
                                                                       float32(x3))
-                g[4 * j], g[4 * j + 1], g[4 * j + 2], g[4 * j + 3] = load4(gamma, 4 * q)
-                b[4 * j], b[4 * j + 1], b[4 * j + 2], b[4 * j + 3] = load4(beta, 4 * q)
+                g[4 * j], g[4 * j + 1], g[4 * j + 2], g[4 * j + 3] = load4(gamma, W * q)
+                b[4 * j], b[4 * j + 1], b[4 * j + 2], b[4 * j + 3] = load4(beta, W * q)
             else:
                 v[j] = float32(x[row, q])
                 g[j] = gamma[q]
                 b[j] = beta[q]
         cnt, total = float32(0), float32(0)
         for j in range(groups):
-            if t + per_row * j < ng:
+            if t + PR * uint64(j) < ng:
                 cnt += float32(width)
                 for i in range(width):
                     total += v[width * j + i]
         mean = total / cnt if cnt > float32(0) else float32(0)
         m2 = float32(0)
         for j in range(groups):  # this thread's M2 about its own mean: no cancellation
-            if t + per_row * j < ng:
+            if t + PR * uint64(j) < ng:
                 for i in range(width):
                     d = v[width * j + i] - mean
                     m2 += d * d
         cnt, mean, m2 = warp_welford(cnt, mean, m2)
         if per_row == 32:
             rstd = float32(1) / math.sqrt(m2 / float32(ncols) + float32(eps))
-            if lane == 0:
+            if lane == uint64(0):
                 mean_out[row] = mean
                 rstd_out[row] = rstd
         else:
-            if lane == 0:
+            if lane == uint64(0):
                 part[0, warp], part[1, warp], part[2, warp] = cnt, mean, m2
             cuda.syncthreads()
-            if warp == 0:  # the first warp combines the warps' partial statistics
-                if lane < warps:
+            if warp == uint64(0):  # the first warp combines the warps' partial statistics
+                if lane < uint64(warps):
                     cnt, mean, m2 = part[0, lane], part[1, lane], part[2, lane]
                 else:
                     cnt, mean, m2 = float32(0), float32(0), float32(0)
                 cnt, mean, m2 = warp_welford(cnt, mean, m2)
-                if lane == 0:
+                if lane == uint64(0):
                     stats[0] = mean
                     stats[1] = float32(1) / math.sqrt(m2 / float32(ncols) + float32(eps))
                     mean_out[row] = stats[0]
                     rstd_out[row] = stats[1]
             cuda.syncthreads()
             mean, rstd = stats[0], stats[1]
+        shift = -mean * rstd  # (v - mean) rstd = v rstd + shift: one FMA per value
         for j in range(groups):
-            q = t + per_row * j
+            q = t + PR * uint64(j)
             if q < ng:
                 k = width * j
                 if width == 4:
-                    store4(y, (row, 4 * q), gelu((v[k] - mean) * rstd * g[k] + b[k]),
-                           gelu((v[k + 1] - mean) * rstd * g[k + 1] + b[k + 1]),
-                           gelu((v[k + 2] - mean) * rstd * g[k + 2] + b[k + 2]),
-                           gelu((v[k + 3] - mean) * rstd * g[k + 3] + b[k + 3]))
+                    store4(y, (row, W * q), GELU((v[k] * rstd + shift) * g[k] + b[k]),
+                           GELU((v[k + 1] * rstd + shift) * g[k + 1] + b[k + 1]),
+                           GELU((v[k + 2] * rstd + shift) * g[k + 2] + b[k + 2]),
+                           GELU((v[k + 3] * rstd + shift) * g[k + 3] + b[k + 3]))
                 else:
-                    y[row, q] = gelu((v[k] - mean) * rstd * g[k] + b[k])
+                    y[row, q] = GELU((v[k] * rstd + shift) * g[k] + b[k])
     return layernorm_gelu
 
 
@@ -259,14 +298,14 @@ def launch_block_per_row(y, mean, rstd, x, gamma, beta, eps=EPS, threads=BLOCK):
 # row starts aligned); the launchers fall back to the one-value kernels otherwise.
 
 
-def warp_kernel_x4(quads: int):
+def warp_kernel_x4(quads: int, fast_gelu: bool = False):
     """One warp per row, ``quads`` groups of four values per lane: rows up to ``128 * quads``."""
-    return row_kernel(32, quads, 4)
+    return row_kernel(32, quads, 4, fast_gelu)
 
 
-def block_kernel_x4(threads: int, quads: int):
+def block_kernel_x4(threads: int, quads: int, fast_gelu: bool = False):
     """One block of ``threads`` per row, ``quads`` groups of four values per thread."""
-    return row_kernel(threads, quads, 4)
+    return row_kernel(threads, quads, 4, fast_gelu)
 
 
 def launch_warp_per_row_x4(y, mean, rstd, x, gamma, beta, eps=EPS):
@@ -276,7 +315,7 @@ def launch_warp_per_row_x4(y, mean, rstd, x, gamma, beta, eps=EPS):
     if x.shape[1] > 32 * WARP_VALUES:
         raise KernelLabArgumentError(f"rows of {x.shape[1]}: one warp per row holds at most {32 * WARP_VALUES} "
                                      "values in registers; use one block per row")
-    kernel = warp_kernel_x4(values_per_lane(x.shape[1], 128))
+    kernel = warp_kernel_x4(values_per_lane(x.shape[1], 128), x.dtype == np.float16)
     kernel[-(-x.shape[0] // WARPS_PER_BLOCK), 32 * WARPS_PER_BLOCK](x, gamma, beta, y, mean, rstd, float32(eps))
 
 
@@ -289,7 +328,7 @@ def launch_block_per_row_x4(y, mean, rstd, x, gamma, beta, eps=EPS, threads=BLOC
     if x.shape[1] > block_row_limit(threads):
         raise KernelLabArgumentError(f"rows of {x.shape[1]}: one block of {threads} threads per row holds at most "
                                      f"{block_row_limit(threads)} values in registers (one read of x)")
-    kernel = block_kernel_x4(threads, values_per_lane(x.shape[1], 4 * threads))
+    kernel = block_kernel_x4(threads, values_per_lane(x.shape[1], 4 * threads), x.dtype == np.float16)
     kernel[x.shape[0], threads](x, gamma, beta, y, mean, rstd, float32(eps))
 
 

@@ -21,7 +21,7 @@ from ..vector_loads import load4, store4
 from .dp4a import EVEN_BYTES, ODD_BYTES, byte_perm, dp4a
 from .integer import INT4_GROUP
 
-from numba import cuda, float32, float64, int8, int32, uint8, uint16, uint32  # noqa: E402  (after kernel_lab)
+from numba import cuda, float32, float64, int8, int32, uint8, uint16, uint32, uint64  # noqa: E402  (after kernel_lab)
 
 GROUP_WORDS = INT4_GROUP // 8  # 32-bit words of packed INT4 per group (8 values per word)
 
@@ -342,10 +342,11 @@ def launch_int4_dequantize(out, packed, scales):
 
 # 05.2's fast forms. Rows that start on 16 bytes (``cols % 4 == 0``) take 16-byte loads of x and
 # 2-byte (quantize) or 16-byte (dequantize) accesses of the packed codes; other widths the scalar
-# path (the choice is the same for every thread). Measured on an H200 (8192 x 8192, probe above):
-# quantize 39.0% of the copy roofline (the kernel above: 29.6%), dequantize 88.3% (41.8%).
+# path (the choice is the same for every thread). Measured on an H100 (8192 x 8192,
+# 05.2): the quantizer on a 2-D grid 75.6% of the copy roofline, 87.2% with unsigned indices (the
+# flat grid above: 42.2%), the dequantizer's tile of four 94.1% (55.6%).
 
-GROUPS_PER_WARP = 4  # int4_quantize_groups4: groups of 128 per warp, all loaded before the first
+Q4_WARPS = 8  # int4_quantize_rows: warps per block, each on one group of the block's row
 
 
 @cuda.jit(device=True)
@@ -365,51 +366,93 @@ def int4_load_quad(x, r, c0, vec):
 
 
 @cuda.jit
-def int4_quantize_groups4(x, packed, packed16, scales):
-    """A warp per four consecutive groups (of the flattened rows x groups): their four 16-byte loads
-    per lane first, then per group the absmax (shuffles), the scale, the codes (FADD rounding) and
-    one 2-byte store of four codes per lane (``packed16``, the uint16 view; scalar bytes otherwise)."""
-    warp = (cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x) // 32
+def int4_quantize_rows(x, packed, packed16, scales):
+    """Grid (ceil(groups / warps per block), rows): warp w of block (bx, r) quantizes group
+    bx * warps + w of row r. The row is ``blockIdx.y``: no thread divides, where the flat grid of
+    :func:`int4_quantize_groups` spends most of its instructions on the 64-bit ``warp // groups``
+    (a software division: Numba's integers are 64 bits). Then one 16-byte load per lane, the
+    absmax by shuffles, the codes (IEEE division, FADD rounding) and one 2-byte store of four codes
+    (``packed16``, the uint16 view; scalar bytes for rows that are not 16-byte aligned)."""
     lane = cuda.threadIdx.x % 32
+    r = cuda.blockIdx.y
+    g = cuda.blockIdx.x * (cuda.blockDim.x // 32) + cuda.threadIdx.x // 32
     cols = x.shape[1]
-    groups = (cols + INT4_GROUP - 1) // INT4_GROUP
-    total = x.shape[0] * groups
-    first = warp * GROUPS_PER_WARP
-    if first >= total:  # whole warps leave together
+    if g >= scales.shape[1]:  # whole warps leave together: the shuffles stay full
         return
     vec = cols % 4 == 0
-    v = cuda.local.array((GROUPS_PER_WARP, 4), float32)  # constant indices after unrolling: registers
-    for k in range(GROUPS_PER_WARP):
-        gi = first + k
-        r = gi // groups
-        c0 = (gi - r * groups) * INT4_GROUP + 4 * lane
-        if gi < total:
-            v[k, 0], v[k, 1], v[k, 2], v[k, 3] = int4_load_quad(x, r, c0, vec)
-    for k in range(GROUPS_PER_WARP):
-        gi = first + k
-        if gi < total:  # the same for the whole warp: the shuffles stay full
-            r = gi // groups
-            g = gi - r * groups
-            c0 = g * INT4_GROUP + 4 * lane
-            m = warp_max_f32(max(max(abs(v[k, 0]), abs(v[k, 1])), max(abs(v[k, 2]), abs(v[k, 3]))))
-            s = m / float32(7.0) if m > float32(0.0) else float32(1.0)
-            if lane == 0:
-                scales[r, g] = s
-            lo8, hi7 = float32(-8.0), float32(7.0)
-            q0 = round_clamp_fadd(v[k, 0] / s, lo8, hi7)
-            q1 = round_clamp_fadd(v[k, 1] / s, lo8, hi7)
-            q2 = round_clamp_fadd(v[k, 2] / s, lo8, hi7)
-            q3 = round_clamp_fadd(v[k, 3] / s, lo8, hi7)
-            lo = (q0 & 0xF) | ((q1 & 0xF) << 4)
-            hi = (q2 & 0xF) | ((q3 & 0xF) << 4)
-            if vec:
-                if c0 < cols:
-                    packed16[r, c0 // 4] = uint16(lo | (hi << 8))
-            else:
-                if c0 < cols:  # an odd row's last byte: its high nibble from the 0 loaded
-                    packed[r, c0 // 2] = uint8(lo)
-                if c0 + 2 < cols:
-                    packed[r, c0 // 2 + 1] = uint8(hi)
+    c0 = g * INT4_GROUP + 4 * lane
+    v0, v1, v2, v3 = int4_load_quad(x, r, c0, vec)
+    m = warp_max_f32(max(max(abs(v0), abs(v1)), max(abs(v2), abs(v3))))
+    s = m / float32(7.0) if m > float32(0.0) else float32(1.0)
+    if lane == 0:
+        scales[r, g] = s
+    lo8, hi7 = float32(-8.0), float32(7.0)
+    q0 = round_clamp_fadd(v0 / s, lo8, hi7)
+    q1 = round_clamp_fadd(v1 / s, lo8, hi7)
+    q2 = round_clamp_fadd(v2 / s, lo8, hi7)
+    q3 = round_clamp_fadd(v3 / s, lo8, hi7)
+    lo = (q0 & 0xF) | ((q1 & 0xF) << 4)
+    hi = (q2 & 0xF) | ((q3 & 0xF) << 4)
+    if c0 < cols:
+        if vec:
+            packed16[r, c0 // 4] = uint16(lo | (hi << 8))  # two bytes, the first one low
+        else:
+            packed[r, c0 // 2] = uint8(lo)  # an odd row's last byte: its high nibble from the 0 loaded
+            if c0 + 2 < cols:
+                packed[r, c0 // 2 + 1] = uint8(hi)
+
+
+@cuda.jit(device=True)
+def int4_load_quad_u64(x, r, c0, cols, vec):
+    """:func:`int4_load_quad` with unsigned 64-bit indices (every constant added to one is a
+    ``uint64`` too: Numba types ``uint64 + int64`` as float64, which cannot index)."""
+    z = float32(0.0)
+    if vec:
+        if c0 < cols:
+            return load4(x, (r, c0))
+        return z, z, z, z
+    one, two, three = uint64(1), uint64(2), uint64(3)
+    v0 = x[r, c0] if c0 < cols else z
+    v1 = x[r, c0 + one] if c0 + one < cols else z
+    v2 = x[r, c0 + two] if c0 + two < cols else z
+    v3 = x[r, c0 + three] if c0 + three < cols else z
+    return v0, v1, v2, v3
+
+
+@cuda.jit
+def int4_quantize_rows_u64(x, packed, packed16, scales):
+    """:func:`int4_quantize_rows` with every index an unsigned 64-bit integer. Numba lets a negative
+    index count from the end of an axis, as NumPy does, so each access with a signed index first
+    tests it (and adds the axis length when negative): a compare and a select per axis, in 64 bits.
+    An unsigned index cannot be negative, and the test goes. Measured on an H100 (8192 x 8192, 05.2):
+    87.2% of the copy roofline, against 75.6% for the same kernel with Numba's signed integers."""
+    lane = uint64(cuda.threadIdx.x & 31)
+    r = uint64(cuda.blockIdx.y)
+    g = uint64(cuda.blockIdx.x) * uint64(Q4_WARPS) + uint64(cuda.threadIdx.x >> 5)  # launched with Q4_WARPS warps
+    cols = uint64(x.shape[1])
+    if g >= uint64(scales.shape[1]):
+        return
+    vec = (cols & uint64(3)) == uint64(0)
+    c0 = g * uint64(INT4_GROUP) + uint64(4) * lane
+    v0, v1, v2, v3 = int4_load_quad_u64(x, r, c0, cols, vec)
+    m = warp_max_f32(max(max(abs(v0), abs(v1)), max(abs(v2), abs(v3))))
+    s = m / float32(7.0) if m > float32(0.0) else float32(1.0)
+    if lane == uint64(0):
+        scales[r, g] = s
+    lo8, hi7 = float32(-8.0), float32(7.0)
+    q0 = round_clamp_fadd(v0 / s, lo8, hi7)
+    q1 = round_clamp_fadd(v1 / s, lo8, hi7)
+    q2 = round_clamp_fadd(v2 / s, lo8, hi7)
+    q3 = round_clamp_fadd(v3 / s, lo8, hi7)
+    lo = (q0 & 0xF) | ((q1 & 0xF) << 4)
+    hi = (q2 & 0xF) | ((q3 & 0xF) << 4)
+    if c0 < cols:
+        if vec:
+            packed16[r, c0 >> uint64(2)] = uint16(lo | (hi << 8))
+        else:
+            packed[r, c0 >> uint64(1)] = uint8(lo)
+            if c0 + uint64(2) < cols:
+                packed[r, (c0 >> uint64(1)) + uint64(1)] = uint8(hi)
 
 
 @cuda.jit(device=True)
@@ -487,15 +530,29 @@ def packed16_of(packed, cols: int):
     return _dummy16["u16"]
 
 
-def launch_int4_quantize_groups4(packed, scales, x, threads: int = 128):
-    warps = -(-x.shape[0] * -(-x.shape[1] // INT4_GROUP) // GROUPS_PER_WARP)
-    int4_quantize_groups4[-(-warps // (threads // 32)), threads](x, packed, packed16_of(packed, x.shape[1]), scales)
+MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y: taller matrices go in slices of rows
+
+
+def launch_int4_quantize_rows(packed, scales, x, unsigned: bool = False):
+    """The 2-D-grid quantizer; ``unsigned``: its form with unsigned indices."""
+    kernel = int4_quantize_rows_u64 if unsigned else int4_quantize_rows
+    groups = -(-x.shape[1] // INT4_GROUP)
+    p16 = packed16_of(packed, x.shape[1])
+    wide = p16.shape[0] == x.shape[0]
+    for r0 in range(0, x.shape[0], MAX_GRID_Y):
+        r1 = min(r0 + MAX_GRID_Y, x.shape[0])
+        kernel[(-(-groups // Q4_WARPS), r1 - r0), 32 * Q4_WARPS](
+            x[r0:r1], packed[r0:r1], p16[r0:r1] if wide else p16, scales[r0:r1])
 
 
 def launch_int4_dequantize_tile4(out, packed, scales):
     rows, cols = out.shape
-    grid = (max(1, -(-(-(-cols // 4)) // (4 * THREADS))), rows)
-    int4_dequantize_tile4[grid, THREADS](packed, packed16_of(packed, cols), scales, out)
+    p16 = packed16_of(packed, cols)
+    wide = p16.shape[0] == rows
+    for r0 in range(0, rows, MAX_GRID_Y):
+        r1 = min(r0 + MAX_GRID_Y, rows)
+        grid = (max(1, -(-(-(-cols // 4)) // (4 * THREADS))), r1 - r0)
+        int4_dequantize_tile4[grid, THREADS](packed[r0:r1], p16[r0:r1] if wide else p16, scales[r0:r1], out[r0:r1])
 
 
 # --- 05.5 ternary weights, per-token INT8 activations, a GEMM without multiplications -----------
@@ -830,6 +887,54 @@ launch_dp4a_gemm = dp4a_gemm_tiled_kernel(False)
 launch_w8a8_gemm = dp4a_gemm_tiled_kernel(True)
 
 
+# The same GEMM on module 02's warp-tiled, double-buffered kernel (kl.sgemm, ``precision="dp4a"``):
+# words of four int8 along K take the place of floats, a DP4A the place of an FFMA. Its B operand
+# is K-major, (K/4, N) words, as module 02's B is (K, N): ``k_major_words(b32)`` makes it once.
+def dp4a_warptile_configs():
+    """Tile configurations for the DP4A warp-tiled GEMM (first: the default, module 02's SGEMM winner).
+    Measured on an H100 at 4096^3 (scripts/probes/dp4a_warptile.py): 108.6, 110.3, 111.9, 101.1 and
+    114.0 T int8 op/s in this order, 2.35-2.65x module 02's best SGEMM (43.0 TFLOP/s)."""
+    from ..environment import on_simulator
+    from ..sgemm import GemmTiles
+
+    if on_simulator():
+        return [GemmTiles(64, 32, 8, 64, 16, 4, 4, 64, True, precision="dp4a")]
+    return [GemmTiles(64, 128, 16, 64, 32, 8, 4, 128, True, precision="dp4a", max_registers=168),
+            GemmTiles(128, 128, 16, 64, 32, 4, 4, 256, True, precision="dp4a"),
+            GemmTiles(128, 64, 16, 64, 32, 8, 4, 128, True, precision="dp4a", max_registers=168),
+            GemmTiles(128, 128, 8, 64, 32, 4, 4, 256, True, precision="dp4a"),
+            GemmTiles(128, 64, 16, 64, 32, 8, 8, 128, True, precision="dp4a", max_registers=168)]
+
+
+def k_major_words(b32):
+    """(N, K/4) int32 words of B (a weight matrix, a row per output column) as (K/4, N): B's layout
+    in module 02's kernels. Once per weight matrix, through the host."""
+    host = b32.copy_to_host() if hasattr(b32, "copy_to_host") else np.asarray(b32)
+    return cuda.to_device(np.ascontiguousarray(host.T))
+
+
+def dp4a_warptile_launcher(cfg=None):
+    """``launch(c, a32, b32k)``: c (M, N) int32 = A @ B exactly, a32 (M, K/4) words, b32k (K/4, N)
+    words (:func:`k_major_words`); ``launch.checked(c, a32, b32)`` takes B as (N, K/4), as
+    ``check_int8_gemm`` passes it (the conversion is then inside the call)."""
+    from .. import sgemm
+
+    cfg = cfg or dp4a_warptile_configs()[0]
+    run = sgemm.warptile_launcher(cfg)
+
+    def launch(c, a32, b32k):
+        if a32.dtype != np.int32 or b32k.dtype != np.int32 or c.dtype != np.int32:
+            raise KernelLabArgumentError("the DP4A GEMM takes int32 words (four int8 each) and an int32 C")
+        if a32.shape[1] != b32k.shape[0] or c.shape != (a32.shape[0], b32k.shape[1]):
+            raise KernelLabArgumentError(f"shapes: a32 {a32.shape} (M, K/4), b32k {b32k.shape} (K/4, N) and "
+                                         f"c {c.shape} (M, N) do not fit; B goes in K-major: k_major_words(b32)")
+        run(c, a32, b32k)
+    launch.checked = lambda c, a32, b32: launch(c, a32, k_major_words(b32))
+    launch.config = cfg
+    launch.kernel = run.kernel
+    return launch
+
+
 def launch_dp4a_gemm_naive(c, a32, b32):
     dp4a_gemm_naive[(-(-c.shape[1] // 16), -(-c.shape[0] // 16)), (16, 16)](a32, b32, c)
 
@@ -851,7 +956,7 @@ def unpack_int4_word(p):
 MT = 4  # activation rows per pass over a weight row (accumulators per lane)
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, forceinline=True)
 def dot8(p, x0, x1):
     """The exact sum of eight products: weight word ``p`` (eight INT4) times the activation words
     ``x0`` (elements 0-3) and ``x1`` (4-7), with two DP4As."""
@@ -870,9 +975,11 @@ def w4a8_gemm(a32, a_scale, w32, w_scales, out):
     consecutive (coalesced). Passes over the activation rows after the first find the weight row
     in L1 (a block's four rows are 4 x K/2 bytes): the weights come from memory once, however
     large M. Rows whose length in words is not a multiple of 4 are not 16-byte aligned: they take
-    the same loop one word at a time. Measured on an H200 (05.6): 8.8 us at M = 1 with N = K = 4096,
-    23.5% of the copy roofline on the weight bytes; issuing a lane's four loads of a 4096-wide row
-    before any arithmetic was slower (11.1 us), so latency is not the limit. Not profiled yet."""
+    the same loop one word at a time. Measured on an H100 (05.6): 9.6 us at M = 1 with N = K = 4096,
+    30.6% of the copy roofline on the weight bytes, where a copy of the same 8.5 MiB takes 5.9 us
+    (50%); on a 14336 x 4096 layer 51.3%, the copy 92.3%. scripts/probes/w4a8_variants.py: more
+    loads in flight, a cheaper unpack, several weight rows per warp sharing the activation loads
+    gain at most 1.09x at M = 1."""
     n = (cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x) // 32
     lane = cuda.threadIdx.x % 32
     if n >= out.shape[1]:
