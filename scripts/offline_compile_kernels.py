@@ -302,6 +302,13 @@ def drive_05(dev):
         launch(u8, x)
     yield "library_fp8_encoder(E4M3)", library_encoder
 
+    def library_encoder_tiled():
+        launch, why = F.library_fp8_encoder("E4M3", True, tiled=True)
+        if launch is None:
+            raise RuntimeError(why)
+        launch(u8, x)
+    yield "library_fp8_encoder(E4M3, tiled)", library_encoder_tiled
+
     from kernel_lab.quant import kernels as K
 
     rows, cols = 3, 300  # 16-byte-aligned rows: the vector paths are compiled too (one kernel serves both)
