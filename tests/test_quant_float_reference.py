@@ -224,3 +224,25 @@ def test_the_notebooks_decoder_is_exact_on_every_code(fmt):
     assert np.array_equal(np.isnan(got), np.isnan(want))
     ok = ~np.isnan(want)
     assert np.array_equal(got.view(np.uint32)[ok], want.view(np.uint32)[ok])
+
+
+def test_fast_4bit_quantizers_match_the_references_on_ties_zeros_and_scales():
+    """The quad kernels (x.size % 4 == 0: E2M1 by a chain of comparisons) against the references, on
+    every E2M1 rounding midpoint and its neighbours, signed zeros, and blocks spread over 2^+-12."""
+    ties = [6, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5, -0.25, -0.75, -1.25, -1.75, -2.5, -3.5, -5, -0.0,
+            0.2, 0.3, 0.7, 0.8, 1.2, 1.3, 1.7, 1.8, 2.4, 2.6, 3.4, 3.6, 4.9, 5.1, 5.9, -6]
+    rng = np.random.default_rng(12)
+    spread = (rng.standard_normal(1024) * np.repeat(np.exp2(rng.uniform(-12, 12, 64)), 16)).astype(np.float32)
+    spread[::7] = -0.0
+    for x in (np.array(ties * 4, np.float32), spread):
+        n = x.size
+        assert n % 4 == 0
+        amax = np.float32(np.abs(x).max())
+        dp, ds = cuda.device_array(n // 2, np.uint8), cuda.device_array(-(-n // 16), np.uint8)
+        fk.nvfp4_quantize(dp, ds, cuda.to_device(x), cuda.to_device(np.float32([amax])))
+        p, s, _ = MX.nvfp4_quantize(x)
+        assert np.array_equal(dp.copy_to_host(), p) and np.array_equal(ds.copy_to_host(), s)
+        dc, dsc = cuda.device_array(n // 2, np.uint8), cuda.device_array(-(-n // 32), np.uint8)
+        fk.mx_quantize(dc, dsc, cuda.to_device(x), "E2M1")
+        c, sc = MX.mx_quantize(x, "E2M1")
+        assert np.array_equal(dc.copy_to_host(), c) and np.array_equal(dsc.copy_to_host(), sc)
