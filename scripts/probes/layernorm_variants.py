@@ -17,6 +17,19 @@ N = 256-1024 / 37-67%; block per row x4 with 128 threads 93-94% at N = 2048-4096
 threads 89.5% at 8192 / 54-58%; 512 and 1024 threads were slower at every size. PyTorch's LayerNorm
 then GELU: 14-41% / 10-33%. Before ``fastmath`` and GELU as v * sigmoid(2u) (libdevice tanhf and
 IEEE divisions), the same loads-first kernels reached only 34-52% in float32.
+
+Then (H100, 2026-11-27), for float16 rows: the offline sm_90 SASS of ``row_kernel(32, 4, 4)`` at
+N = 512 had about 600 instructions for a lane's 16 values, 37 per value in float16 and float32
+alike, mostly float arithmetic, where at the copy roofline an H100 can issue only about 44 per
+float16 value (4 bytes). Unsigned indices, the normalisation as two FMAs and, for float16 rows,
+GELU by ``tanh.approx`` (``layernorm.gelu_fast``) took it to 472 (29.5 per value): best float16
+fraction for N = 128 ... 8192 from 49.1, 68.9, 85.2, 85.4, 82.7, 82.3, 79.0, 73.7% to 65.4, 86.8,
+96.2, 91.8, 90.3, 88.4, 85.4, 79.7% (the float16 check passes with the approximate tanh); an exp2
+form of GELU without it was worse than before from N = 512; float32 stayed at 91.4-101.5%. Refuted:
+a persistent grid (4, 8 or 16 blocks per SM walking the rows, gamma and beta loaded into registers
+once) was slower at every size (float16 N = 512: 79.1% against 95.6%; float32 N = 128: 84.7% against
+97.8%): a warp's next row cannot start loading before its current row is stored, where a grid of
+one warp per row keeps many rows' loads in flight.
 """
 
 import argparse

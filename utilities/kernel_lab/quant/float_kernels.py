@@ -280,7 +280,7 @@ def nvfp4_dequantize_tail(packed, scales, amax, out, b0):
 # A dequantizer decodes a handful of code values (16 E2M1, 256 E4M3) again and again: decode each
 # once into a table, keep the tables in shared memory, and let a thread take 4-byte words of codes
 # (4 E2M1 values in 2 bytes, 4 E4M3 values in 4), four a block apart loaded before any lookup
-# (05.1's tile), each stored with one 16-byte store. The products are the same float32 operations as the one-byte kernels'
+# (05.1's tile), each stored with one 16-byte store: one kernel per element width. The products are the same float32 operations as the one-byte kernels'
 # (``value * denom`` for NVFP4; for MX ``value * 2^k``, exact as ``ldexp``), so the outputs have the
 # same bits. The last bytes (a row end that is not a whole word) take the one-byte kernels.
 
@@ -323,75 +323,55 @@ def _shared_tables(e2m1, e4m3, e8m0, l2, l4, l8):
     cuda.syncthreads()
 
 
-@cuda.jit
-def fp4_dequantize_quads(quads, scales, amax, out, mx, e2m1, e4m3, e8m0):
-    """NVFP4 (``mx`` False: an E4M3 scale per 16 values times the tensor scale) or MXFP4 (``mx``: an
-    E8M0 scale per 32): the 2-byte quad j holds values 4j .. 4j + 3, one 16-byte store, so a warp's
-    store writes 512 contiguous bytes (05.2's tile of quads)."""
-    l2 = cuda.shared.array(16, float32)
-    l4 = cuda.shared.array(256, float32)
-    l8 = cuda.shared.array(256, float32)
-    _shared_tables(e2m1, e4m3, e8m0, l2, l4, l8)
-    nb = cuda.blockDim.x
-    j0 = cuda.blockIdx.x * WORDS_PER_THREAD * nb + cuda.threadIdx.x
-    nq = quads.size
-    ts = float32(1)
-    if not mx:
-        ts = amax[0] / float32(NVFP4_AMAX_DIVISOR)
-        if ts == 0:
-            ts = float32(1)
-    p = cuda.local.array(WORDS_PER_THREAD, int32)
-    sc = cuda.local.array(WORDS_PER_THREAD, int32)
-    for k in range(WORDS_PER_THREAD):  # every load first
-        j = j0 + k * nb
-        if j < nq:
-            p[k] = int32(quads[j])
-            sc[k] = int32(scales[j // 8]) if mx else int32(scales[j // 4])
-    for k in range(WORDS_PER_THREAD):
-        j = j0 + k * nb
-        if j < nq:
-            q = p[k]
-            code = sc[k]
-            if mx:
-                if code == 255:  # NaN scale: ldexp's answer (0 stays 0), not the table's inf
-                    for i in range(4):
-                        out[4 * j + i] = float32(math.ldexp(l2[(q >> (4 * i)) & 0xF], int32(128)))
-                    continue
-                d = l8[code]
-            else:
-                d = l4[code] * ts
-            store4(out, 4 * j, l2[q & 0xF] * d, l2[(q >> 4) & 0xF] * d, l2[(q >> 8) & 0xF] * d,
-                   l2[(q >> 12) & 0xF] * d)
+def _quad_dequantizer(bits: int):
+    """The kernel for codes of ``bits`` bits (4: E2M1, packed two to a byte; 8: E4M3), read four at
+    a time (a uint16 or a uint32: quad j holds values 4j .. 4j + 3), one 16-byte store per quad,
+    four quads per thread a block apart, all loaded first. ``mx`` False: NVFP4 (an E4M3 scale per
+    16 values times the tensor scale from ``amax``); True: MX (an E8M0 scale per 32)."""
+    MASK = (1 << bits) - 1
+
+    @cuda.jit
+    def dequantize_quads(quads, scales, amax, out, mx, e2m1, e4m3, e8m0):
+        l2 = cuda.shared.array(16, float32)
+        l4 = cuda.shared.array(256, float32)
+        l8 = cuda.shared.array(256, float32)
+        _shared_tables(e2m1, e4m3, e8m0, l2, l4, l8)
+        values = l2 if bits == 4 else l4  # the element format's table
+        nb = cuda.blockDim.x
+        j0 = cuda.blockIdx.x * WORDS_PER_THREAD * nb + cuda.threadIdx.x
+        nq = quads.size
+        ts = float32(1)
+        if not mx:
+            ts = amax[0] / float32(NVFP4_AMAX_DIVISOR)
+            if ts == 0:
+                ts = float32(1)
+        p = cuda.local.array(WORDS_PER_THREAD, int32)
+        sc = cuda.local.array(WORDS_PER_THREAD, int32)
+        for k in range(WORDS_PER_THREAD):  # every load first
+            j = j0 + k * nb
+            if j < nq:
+                p[k] = int32(quads[j])
+                sc[k] = int32(scales[j // 8]) if mx else int32(scales[j // 4])
+        for k in range(WORDS_PER_THREAD):
+            j = j0 + k * nb
+            if j < nq:
+                q = p[k]
+                code = sc[k]
+                if mx:
+                    if code == 255:  # NaN scale: ldexp's answer (0 stays 0), not the table's inf
+                        for i in range(4):
+                            out[4 * j + i] = float32(math.ldexp(values[(q >> (bits * i)) & MASK], int32(128)))
+                        continue
+                    d = l8[code]
+                else:
+                    d = l4[code] * ts
+                store4(out, 4 * j, values[q & MASK] * d, values[(q >> bits) & MASK] * d,
+                       values[(q >> (2 * bits)) & MASK] * d, values[(q >> (3 * bits)) & MASK] * d)
+
+    return dequantize_quads
 
 
-@cuda.jit
-def fp8_mx_dequantize_words(words, scales, out, e2m1, e4m3, e8m0):
-    """MXFP8 (E4M3 codes, an E8M0 scale per 32): word w holds values 4w .. 4w + 3, one 16-byte store."""
-    l2 = cuda.shared.array(16, float32)
-    l4 = cuda.shared.array(256, float32)
-    l8 = cuda.shared.array(256, float32)
-    _shared_tables(e2m1, e4m3, e8m0, l2, l4, l8)
-    nb = cuda.blockDim.x
-    w0 = cuda.blockIdx.x * WORDS_PER_THREAD * nb + cuda.threadIdx.x
-    nw = words.size
-    p = cuda.local.array(WORDS_PER_THREAD, uint32)
-    sc = cuda.local.array(WORDS_PER_THREAD, int32)
-    for k in range(WORDS_PER_THREAD):
-        w = w0 + k * nb
-        if w < nw:
-            p[k] = words[w]
-            sc[k] = int32(scales[w // 8])
-    for k in range(WORDS_PER_THREAD):
-        w = w0 + k * nb
-        if w < nw:
-            q = p[k]
-            code = sc[k]
-            if code == 255:
-                for i in range(4):
-                    out[4 * w + i] = float32(math.ldexp(l4[(q >> (8 * i)) & 0xFF], int32(128)))
-                continue
-            d = l8[code]
-            store4(out, 4 * w, l4[q & 0xFF] * d, l4[(q >> 8) & 0xFF] * d, l4[(q >> 16) & 0xFF] * d, l4[q >> 24] * d)
+QUAD_DEQUANTIZERS = {4: _quad_dequantizer(4), 8: _quad_dequantizer(8)}
 
 
 def _word_grid(nw):
@@ -487,7 +467,7 @@ def nvfp4_dequantize(out, packed, scales, amax):
     nq = n // 4
     if nq:
         e2m1, e4m3, e8m0 = value_tables()
-        fp4_dequantize_quads[_word_grid(nq), THREADS](packed[: 2 * nq].view(np.uint16), scales, amax, out, False,
+        QUAD_DEQUANTIZERS[4][_word_grid(nq), THREADS](packed[: 2 * nq].view(np.uint16), scales, amax, out, False,
                                                       e2m1, e4m3, e8m0)
     nbytes = blocks_for(n, 2)
     if nbytes > 2 * nq:
@@ -590,7 +570,7 @@ def mx_dequantize(out, codes, scales, elements="E2M1"):
     if elements.upper() == "E2M1":
         nq = n // 4
         if nq:
-            fp4_dequantize_quads[_word_grid(nq), THREADS](codes[: 2 * nq].view(np.uint16), scales, scales, out, True,
+            QUAD_DEQUANTIZERS[4][_word_grid(nq), THREADS](codes[: 2 * nq].view(np.uint16), scales, scales, out, True,
                                                           e2m1, e4m3, e8m0)
         nbytes = blocks_for(n, 2)
         if nbytes > 2 * nq:
@@ -598,8 +578,8 @@ def mx_dequantize(out, codes, scales, elements="E2M1"):
     else:
         nw = n // 4
         if nw:
-            fp8_mx_dequantize_words[_word_grid(nw), THREADS](codes[: 4 * nw].view(np.uint32), scales, out,
-                                                             e2m1, e4m3, e8m0)
+            QUAD_DEQUANTIZERS[8][_word_grid(nw), THREADS](codes[: 4 * nw].view(np.uint32), scales, scales, out, True,
+                                                          e2m1, e4m3, e8m0)
         if n > 4 * nw:
             mxfp8_dequantize_tail[1, THREADS](codes, scales, out, 4 * nw)
 
