@@ -289,6 +289,8 @@ def drive_05(dev):
     packed, s16, s32 = dev(n // 2, np.uint8), dev(-(-n // 16), np.uint8), dev(-(-n // 32), np.uint8)
     amax = dev(1, np.float32)
     yield "nvfp4_quantize", lambda: F.nvfp4_quantize(packed, s16, x, amax)
+    x16, p16 = dev(1024, np.float32), dev(512, np.uint8)
+    yield "nvfp4_quantize(blocks of 16)", lambda: F.nvfp4_quantize(p16, s16, x16, amax)
     yield "nvfp4_dequantize", lambda: F.nvfp4_dequantize(f, packed, s16, amax)
     yield "mx_quantize(E2M1)", lambda: F.mx_quantize(packed, s32, x, "E2M1")
     yield "mx_quantize(E4M3)", lambda: F.mx_quantize(u8, s32, x, "E4M3")

@@ -79,9 +79,31 @@ def test_right_kernels_pass(capsys):
     checks.check_int8_gemm(K.launch_dp4a_gemm, shapes=GEMM)
     checks.check_int8_gemm(K.launch_w8a8_gemm, epilogue=True, shapes=GEMM)
     checks.check_w4a8_gemm(K.launch_w4a8_gemm, shapes=GEMM)
+    checks.check_w4a8_gemm(K.launch_w4a8_gemm_rows, shapes=GEMM + [("5 x 9 x 256", (5, 9, 256))])
     out = capsys.readouterr().out
-    assert out.count("bit-exact") == 16 and out.count("correct for all") == 6, out
+    assert out.count("bit-exact") == 16 and out.count("correct for all") == 7, out
     assert "byte_value: right for all 256 byte values" in out
+
+
+def test_the_fast_w4a8_kernel_has_the_bits_of_the_notebooks():
+    """Nibbles x16 and the scale / 16 change no bit: the same outputs as the notebook's kernel, on rows
+    of whole 16-byte chunks and on rows that take the one-word path, with a weight-row count that
+    leaves a warp's last rows empty."""
+    from kernel_lab.quant import integer as qref
+
+    rng = np.random.default_rng(8)
+    for m, n, k in ((5, 9, 256), (2, 6, 136)):
+        wf = rng.standard_normal((n, k)).astype(np.float32)
+        ws = qref.int4_group_scales_f32(wf)
+        w32 = cuda.to_device(qref.int4_pack(qref.int4_quantize_f32(wf, ws)).view(np.int32))
+        xq, xs = qref.int8_per_row_f32(rng.standard_normal((m, k)).astype(np.float32))
+        a32, xsd, wsd = cuda.to_device(K.as_words(xq)), cuda.to_device(xs), cuda.to_device(ws)
+        outs = []
+        for launch in (K.launch_w4a8_gemm, K.launch_w4a8_gemm_rows):
+            y = cuda.to_device(np.full((m, n), np.nan, np.float32))
+            launch(y, a32, xsd, w32, wsd)
+            outs.append(y.copy_to_host())
+        assert np.array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32)), (m, n, k)
 
 
 # --- the references: formats as documented -------------------------------------------------------
@@ -545,3 +567,13 @@ def test_int4_high_nibble_alone_not_sign_extended_named():
     bad = mutant(K.int4_dequantize, "hi = ((b >> 4) & 0xF) - ((b >> 4) & 0x8) * 2", "hi = (b >> 4) & 0xF")
     with pytest.raises(CheckFailed, match="wrong sign extension.*Here only high nibbles are wrong"):
         checks.check_int4_dequantize(int4_dq_launcher(bad), shapes=SHAPES4[1:], seed=51)
+
+
+def test_the_int4_launchers_cut_tall_matrices_into_slices_of_rows(monkeypatch):
+    """gridDim.y holds at most 65,535 rows; taller matrices go in slices. With the limit set to 3, a
+    7-row matrix takes three slices (3, 3, 1), on the 16-byte path (256 columns) and the scalar one."""
+    monkeypatch.setattr(K, "MAX_GRID_Y", 3)
+    shapes = [("7 x 256 in slices of 3", (7, 256)), ("7 x 201 in slices of 3", (7, 201))]
+    checks.check_int4_quantize(K.launch_int4_quantize_rows, shapes=shapes)
+    checks.check_int4_quantize(lambda p, s, x: K.launch_int4_quantize_rows(p, s, x, unsigned=True), shapes=shapes)
+    checks.check_int4_dequantize(K.launch_int4_dequantize_tile4, shapes=shapes)

@@ -226,15 +226,70 @@ def test_the_notebooks_decoder_is_exact_on_every_code(fmt):
     assert np.array_equal(got.view(np.uint32)[ok], want.view(np.uint32)[ok])
 
 
-def test_fast_4bit_quantizers_match_the_references_on_ties_zeros_and_scales():
-    """The quad kernels (x.size % 4 == 0: E2M1 by a chain of comparisons) against the references, on
+def _near_every_half():
+    """Every float16 value as float32 and its float32 neighbours two ulps either side: every E2M1
+    and E4M3 rounding midpoint, code boundary, subnormal step, and saturation point is among them."""
+    h = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
+    h = h[np.isfinite(h)]
+    bits = h.view(np.int32)[:, None] + np.arange(-2, 3, dtype=np.int32)
+    x = bits.ravel().view(np.float32)
+    return np.concatenate([x[np.isfinite(x)], np.float32([np.inf, -np.inf, 1e30, -1e30, 6e4, 2 ** -140])])
+
+
+@SIM_ONLY
+def test_e2m1_and_e4m3_codes_from_bits_match_the_reference():
+    """The fast form's device functions, called as Python functions in the simulator."""
+    x = _near_every_half()
+    want = F.encode(x, "E2M1", saturate=True)
+    got = np.array([fk.e2m1_code(v) for v in x])
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, [(float(x[i]), int(got[i]), int(want[i])) for i in bad[:5]]
+    want = F.encode(x, "E4M3", saturate=True)
+    got = np.array([fk.e4m3_code(v) for v in x])
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, [(float(x[i]), int(got[i]), int(want[i])) for i in bad[:5]]
+    codes = np.arange(0x7F)
+    got = np.array([fk.e4m3_magnitude_value(np.int32(c)) for c in codes], np.float32)
+    assert np.array_equal(got.view(np.uint32), F.decode(codes.astype(np.uint8), "E4M3").astype(np.float32).view(np.uint32))
+
+
+def test_division_by_a_shared_reciprocal_is_correctly_rounded():
+    """``divide(v, d, 1 / d)`` equals the IEEE quotient: random significands over wide exponents, and
+    quotients at every E2M1 rounding midpoint and a few ulps either side (where a wrong last bit
+    would change a code)."""
+    rng = np.random.default_rng(5)
+    d = (rng.uniform(1, 2, 300) * np.exp2(rng.integers(-60, 60, 300))).astype(np.float32)
+    v = (rng.uniform(-2, 2, 300) * np.exp2(rng.integers(-60, 60, 300))).astype(np.float32)
+    mids = np.float32([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0])
+    dm = np.repeat(d[:40], mids.size * 9)
+    qm = (np.repeat(np.tile(mids, 40), 9).view(np.int32) + np.tile(np.arange(-4, 5, dtype=np.int32), 40 * mids.size))
+    vm = (qm.view(np.float32).astype(np.float64) * dm).astype(np.float32)
+
+    @cuda.jit
+    def kernel(v, d, out):
+        i = cuda.grid(1)
+        if i < v.size:
+            out[i] = fk.divide(v[i], d[i], np.float32(1) / d[i])
+
+    for vv, dd in ((v, d), (vm, dm), (np.float32([3e38, -3e38, 0.0, -0.0]), np.float32([1e-3, 1e-3, 3.0, 3.0]))):
+        with np.errstate(over="ignore"):  # 3e38 / 1e-3 is infinite, as on the GPU
+            want = vv / dd
+            out = cuda.device_array(vv.size, np.float32)
+            kernel[-(-vv.size // 256), 256](cuda.to_device(vv), cuda.to_device(dd), out)
+        got = out.copy_to_host()
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), np.flatnonzero(got != want)[:5]
+
+
+def test_fast_block_quantizers_match_the_references_on_ties_zeros_and_scales():
+    """The fast kernels (NVFP4: a block of 16 per thread, or quads when x.size is not a multiple of
+    16; MX: quads) against the references, on
     every E2M1 rounding midpoint and its neighbours, signed zeros, and blocks spread over 2^+-12."""
     ties = [6, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5, -0.25, -0.75, -1.25, -1.75, -2.5, -3.5, -5, -0.0,
             0.2, 0.3, 0.7, 0.8, 1.2, 1.3, 1.7, 1.8, 2.4, 2.6, 3.4, 3.6, 4.9, 5.1, 5.9, -6]
     rng = np.random.default_rng(12)
     spread = (rng.standard_normal(1024) * np.repeat(np.exp2(rng.uniform(-12, 12, 64)), 16)).astype(np.float32)
     spread[::7] = -0.0
-    for x in (np.array(ties * 4, np.float32), spread):
+    for x in (np.array(ties * 4, np.float32), spread, spread[:1012]):  # 1012: quads, not whole blocks of 16
         n = x.size
         assert n % 4 == 0
         amax = np.float32(np.abs(x).max())
@@ -245,4 +300,8 @@ def test_fast_4bit_quantizers_match_the_references_on_ties_zeros_and_scales():
         dc, dsc = cuda.device_array(n // 2, np.uint8), cuda.device_array(-(-n // 32), np.uint8)
         fk.mx_quantize(dc, dsc, cuda.to_device(x), "E2M1")
         c, sc = MX.mx_quantize(x, "E2M1")
+        assert np.array_equal(dc.copy_to_host(), c) and np.array_equal(dsc.copy_to_host(), sc)
+        dc = cuda.device_array(n, np.uint8)
+        fk.mx_quantize(dc, dsc, cuda.to_device(x), "E4M3")
+        c, sc = MX.mx_quantize(x, "E4M3")
         assert np.array_equal(dc.copy_to_host(), c) and np.array_equal(dsc.copy_to_host(), sc)

@@ -10,15 +10,15 @@ For each row ``r`` of ``x`` (R x N, float32 or float16)::
 ``mean`` and ``rstd`` (float32) are saved for the backward pass, which needs them and would
 otherwise read x again. Statistics are accumulated in float32 whatever x's format.
 
-Kernels: one warp per row (rows up to ``32 * WARP_VALUES`` long; a row's values stay in the lanes'
-registers between the statistics and the normalisation) and one block per row (rows up to
-``block_row_limit(threads)``), each compiled per row-length class, with one value per access and
-with four (``load4``/``store4``): one factory, :func:`row_kernel`, makes all four kinds, and
-:func:`launch_layernorm_gelu` picks by the row length. Each lane
-gets its (count, mean, M2) from its registers in two passes, and the lanes' statistics combine by
-Chan's rule with warp shuffles, which does not lose the variance to cancellation the way
-``E[x^2] - E[x]^2`` can. The first version (Welford's update as each value arrives) is kept for
-03.3's measurement of why every load comes first.
+Kernels, all made by one factory, :func:`row_kernel`, per row-length class (a row's values stay in
+registers between the statistics and the normalisation): one warp per row (rows up to
+``32 * WARP_VALUES`` long) and one block per row (rows up to ``block_row_limit(threads)``), with one
+value per access and with four (``load4``/``store4``), whose lanes get their (count, mean, M2) from
+their registers and combine them by Chan's rule with warp shuffles (the learner's method in 03.3:
+no cancellation, as ``E[x^2] - E[x]^2`` has); and the package's kernel,
+:func:`launch_layernorm_gelu`, a team of threads sized to the row with two-pass statistics (see
+its section below). The first version (Welford's update as each value arrives) is kept for 03.3's
+measurement of why every load comes first.
 """
 
 from __future__ import annotations
@@ -155,36 +155,66 @@ def values_per_lane(n: int, lanes: int) -> int:
 
 
 @functools.cache
-def row_kernel(per_row: int, groups: int, width: int, fast_gelu: bool = False):
-    """The kernel of every launcher below: ``per_row`` threads per row (32: one warp per row, several
-    rows per block; more: one block per row, the warps' statistics meeting in shared memory), each
-    thread holding ``groups`` groups of ``width`` neighbouring values (1: one value per access; 4:
-    ``load4``/``store4``, rows a multiple of 4 long). A thread's groups start at columns
-    ``width * (t + per_row * j)``, so every access of a warp is coalesced. ``fast_gelu``: GELU by
-    :func:`gelu_fast` (the x4 launchers choose it for float16 rows)."""
+def _lane_sum(lanes: int):
+    """A device function summing a value over each group of ``lanes`` neighbouring lanes (a power of
+    two up to 32); every lane of a group gets its group's sum (butterflies that never cross a group)."""
+    offsets = tuple(o for o in (16, 8, 4, 2, 1) if o < lanes)
+
+    @cuda.jit(device=True, inline="always")
+    def lane_sum(s):
+        for off in offsets:
+            s += cuda.shfl_xor_sync(FULL, s, off)
+        return s
+    return lane_sum
+
+
+@functools.cache
+def row_kernel(per_row: int, groups: int, width: int, fast_gelu: bool = False, stats: str = "chan",
+               late_affine: bool = False):
+    """The kernel of every launcher below: ``per_row`` threads per row (8 or 16: several rows per warp;
+    32: one warp per row, several rows per block; more: one block per row, the warps' statistics
+    meeting in shared memory), each thread holding ``groups`` groups of ``width`` neighbouring values
+    (1: one value per access; 4: ``load4``/``store4``, rows a multiple of 4 long). A thread's groups
+    start at columns ``width * (t + per_row * j)``, so every access of a warp is coalesced.
+    ``fast_gelu``: GELU by :func:`gelu_fast` (the x4 launchers choose it for float16 rows).
+    ``stats``: ``"chan"``, each thread's (count, mean, M2) combined by Chan's rule (exercise 1's), or
+    ``"two_pass"``: the row's sum first, then the squared deviations about the row's mean, both
+    plain sums (the row is in registers, so the second pass reads no memory).
+    ``late_affine``: gamma and beta are loaded when the outputs are computed, not with x (fewer
+    registers held across the statistics)."""
+    assert stats in ("chan", "two_pass")
+    assert per_row >= 32 or stats == "two_pass", "Chan's combine here shuffles across the whole warp"
     warps, size = max(1, per_row // 32), groups * width
+    sub = min(per_row, 32)  # lanes that share a row inside a warp
     GELU = gelu_fast if fast_gelu else gelu
+    lane_sum = _lane_sum(sub)
+    TWO_PASS = stats == "two_pass"
 
     # Unsigned indices: Numba tests every signed index for a negative, wrap-around value (a compare
     # and a select per axis); an unsigned one cannot be negative. Constants mixed with them must be
     # unsigned too (Numba types uint64 + int64 as float64).
     PR, W, ONE = uint64(per_row), uint64(width), uint64(1)
+    SUB, SHIFT = uint64(sub), uint64(sub.bit_length() - 1)
 
     @cuda.jit(fastmath=True)
     def layernorm_gelu(x, gamma, beta, y, mean_out, rstd_out, eps):
-        part = cuda.shared.array((3, warps), float32)  # block per row: each warp's (count, mean, M2)
-        stats = cuda.shared.array(2, float32)
+        part = cuda.shared.array((3, warps), float32)  # block per row: each warp's statistics
+        stats_ = cuda.shared.array(2, float32)
         v = cuda.local.array(size, float32)
         g = cuda.local.array(size, float32)
         b = cuda.local.array(size, float32)
-        if per_row == 32:
-            t = uint64(cuda.threadIdx.x & 31)
-            row = uint64(cuda.blockIdx.x) * uint64(cuda.blockDim.x >> 5) + uint64(cuda.threadIdx.x >> 5)
-            if row >= uint64(x.shape[0]):  # a whole warp leaves together: the shuffles below stay full
+        nrows = uint64(x.shape[0])
+        if per_row <= 32:
+            t = uint64(cuda.threadIdx.x) & (SUB - ONE)
+            row = uint64(cuda.blockIdx.x) * (uint64(cuda.blockDim.x) >> SHIFT) + (uint64(cuda.threadIdx.x) >> SHIFT)
+            if per_row == 32 and row >= nrows:  # a whole warp leaves together: the shuffles below stay full
                 return
+            live = row < nrows  # several rows per warp: a lane past the last row computes the last row
+            row = min(row, nrows - ONE)  # again (its shuffles stay full) and stores nothing
         else:
             t = uint64(cuda.threadIdx.x)
             row = uint64(cuda.blockIdx.x)
+            live = True
         lane, warp = t & uint64(31), t >> uint64(5)
         ncols = x.shape[1]
         ng = uint64(ncols) // W  # whole groups (the launchers pass rows a multiple of width)
@@ -194,53 +224,96 @@ def row_kernel(per_row: int, groups: int, width: int, fast_gelu: bool = False):
                 x0, x1, x2, x3 = load4(x, (row, W * q))
                 v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3] = (float32(x0), float32(x1), float32(x2),
                                                                       float32(x3))
-                g[4 * j], g[4 * j + 1], g[4 * j + 2], g[4 * j + 3] = load4(gamma, W * q)
-                b[4 * j], b[4 * j + 1], b[4 * j + 2], b[4 * j + 3] = load4(beta, W * q)
+                if not late_affine:
+                    g[4 * j], g[4 * j + 1], g[4 * j + 2], g[4 * j + 3] = load4(gamma, W * q)
+                    b[4 * j], b[4 * j + 1], b[4 * j + 2], b[4 * j + 3] = load4(beta, W * q)
             else:
                 v[j] = float32(x[row, q])
-                g[j] = gamma[q]
-                b[j] = beta[q]
-        cnt, total = float32(0), float32(0)
-        for j in range(groups):
-            if t + PR * uint64(j) < ng:
-                cnt += float32(width)
-                for i in range(width):
-                    total += v[width * j + i]
-        mean = total / cnt if cnt > float32(0) else float32(0)
-        m2 = float32(0)
-        for j in range(groups):  # this thread's M2 about its own mean: no cancellation
-            if t + PR * uint64(j) < ng:
-                for i in range(width):
-                    d = v[width * j + i] - mean
-                    m2 += d * d
-        cnt, mean, m2 = warp_welford(cnt, mean, m2)
-        if per_row == 32:
+                if not late_affine:
+                    g[j] = gamma[q]
+                    b[j] = beta[q]
+        if TWO_PASS:
+            total = float32(0)
+            for j in range(groups):
+                if t + PR * uint64(j) < ng:
+                    for i in range(width):
+                        total += v[width * j + i]
+            total = lane_sum(total)
+            if per_row > 32:
+                if lane == uint64(0):
+                    part[0, warp] = total
+                cuda.syncthreads()
+                total = float32(0)
+                for w in range(warps):
+                    total += part[0, w]
+            mean = total / float32(ncols)
+            m2 = float32(0)
+            for j in range(groups):  # the squared deviations about the row's mean: no cancellation
+                if t + PR * uint64(j) < ng:
+                    for i in range(width):
+                        d = v[width * j + i] - mean
+                        m2 += d * d
+            m2 = lane_sum(m2)
+            if per_row > 32:
+                if lane == uint64(0):
+                    part[1, warp] = m2
+                cuda.syncthreads()
+                m2 = float32(0)
+                for w in range(warps):
+                    m2 += part[1, w]
             rstd = float32(1) / math.sqrt(m2 / float32(ncols) + float32(eps))
-            if lane == uint64(0):
+            if t == uint64(0) and live:
                 mean_out[row] = mean
                 rstd_out[row] = rstd
         else:
-            if lane == uint64(0):
-                part[0, warp], part[1, warp], part[2, warp] = cnt, mean, m2
-            cuda.syncthreads()
-            if warp == uint64(0):  # the first warp combines the warps' partial statistics
-                if lane < uint64(warps):
-                    cnt, mean, m2 = part[0, lane], part[1, lane], part[2, lane]
-                else:
-                    cnt, mean, m2 = float32(0), float32(0), float32(0)
-                cnt, mean, m2 = warp_welford(cnt, mean, m2)
+            cnt, total = float32(0), float32(0)
+            for j in range(groups):
+                if t + PR * uint64(j) < ng:
+                    cnt += float32(width)
+                    for i in range(width):
+                        total += v[width * j + i]
+            mean = total / cnt if cnt > float32(0) else float32(0)
+            m2 = float32(0)
+            for j in range(groups):  # this thread's M2 about its own mean: no cancellation
+                if t + PR * uint64(j) < ng:
+                    for i in range(width):
+                        d = v[width * j + i] - mean
+                        m2 += d * d
+            cnt, mean, m2 = warp_welford(cnt, mean, m2)
+            if per_row == 32:
+                rstd = float32(1) / math.sqrt(m2 / float32(ncols) + float32(eps))
                 if lane == uint64(0):
-                    stats[0] = mean
-                    stats[1] = float32(1) / math.sqrt(m2 / float32(ncols) + float32(eps))
-                    mean_out[row] = stats[0]
-                    rstd_out[row] = stats[1]
-            cuda.syncthreads()
-            mean, rstd = stats[0], stats[1]
+                    mean_out[row] = mean
+                    rstd_out[row] = rstd
+            else:
+                if lane == uint64(0):
+                    part[0, warp], part[1, warp], part[2, warp] = cnt, mean, m2
+                cuda.syncthreads()
+                if warp == uint64(0):  # the first warp combines the warps' partial statistics
+                    if lane < uint64(warps):
+                        cnt, mean, m2 = part[0, lane], part[1, lane], part[2, lane]
+                    else:
+                        cnt, mean, m2 = float32(0), float32(0), float32(0)
+                    cnt, mean, m2 = warp_welford(cnt, mean, m2)
+                    if lane == uint64(0):
+                        stats_[0] = mean
+                        stats_[1] = float32(1) / math.sqrt(m2 / float32(ncols) + float32(eps))
+                        mean_out[row] = stats_[0]
+                        rstd_out[row] = stats_[1]
+                cuda.syncthreads()
+                mean, rstd = stats_[0], stats_[1]
         shift = -mean * rstd  # (v - mean) rstd = v rstd + shift: one FMA per value
         for j in range(groups):
             q = t + PR * uint64(j)
-            if q < ng:
+            if q < ng and live:
                 k = width * j
+                if late_affine:
+                    if width == 4:
+                        g[k], g[k + 1], g[k + 2], g[k + 3] = load4(gamma, W * q)
+                        b[k], b[k + 1], b[k + 2], b[k + 3] = load4(beta, W * q)
+                    else:
+                        g[k] = gamma[q]
+                        b[k] = beta[q]
                 if width == 4:
                     store4(y, (row, W * q), GELU((v[k] * rstd + shift) * g[k] + b[k]),
                            GELU((v[k + 1] * rstd + shift) * g[k + 1] + b[k + 1]),
@@ -375,21 +448,55 @@ WARP_ROW_LIMIT = _sizes(gpu=dict(n=1024), sim=dict(n=64)).n  # the predicted cro
 
 
 def block_threads(n: int) -> int:
-    """Threads of the block-per-row kernel for rows of ``n``: the fewest that hold the row (at most
-    ``BLOCK_VALUES`` values each). 03.3's sweep measured 128 threads ahead of 256 on rows of 2048 and
-    4096 on an H200 (more rows per SM, shorter barriers), and 256 for rows of 8192."""
+    """Threads of the block-per-row x4 kernel for rows of ``n`` in 03.3's sweep: the fewest that hold
+    the row (at most ``BLOCK_VALUES`` values each)."""
     return BLOCK_SMALL if n <= block_row_limit(BLOCK_SMALL) else BLOCK
 
 
-def launch_layernorm_gelu(y, mean, rstd, x, gamma, beta, eps=EPS):
-    """One warp per row for short rows (many rows per block, no barrier), one block per row beyond
-    ``WARP_ROW_LIMIT`` (a warp alone would hold too many values per lane, and rows are few); both
-    with four values per access where the row length allows it."""
-    check_arguments(y, mean, rstd, x, gamma, beta)
-    if x.shape[1] <= WARP_ROW_LIMIT:
-        launch_warp_per_row_x4(y, mean, rstd, x, gamma, beta, eps)
+# --- the package's kernel: a team of threads sized to the row -------------------------------------
+#
+# The kernels above give a row a warp or a block whatever its length, so the work that is paid once
+# per row (the reduction's shuffle rounds, a block's barriers) weighs on few values for short rows,
+# and many values per thread hold many registers for long ones. Here a row gets the power of two of
+# threads (8 to 1024) that leaves each about VALUES_PER_THREAD values: 8 or 16 lanes of a warp for
+# rows of 128 or 256 (several rows per warp, each reduced by 3 or 4 shuffle rounds), a block for long
+# rows. The statistics are taken in two passes over the registers, a sum then the squared deviations
+# about the row's mean: the row is on chip, so the second pass reads no memory, it cannot cancel,
+# and each pass is a plain sum (one shuffle per round, where Chan's combine moves three values and
+# divides). gamma and beta are loaded after the statistics, so they hold no registers during the
+# reduction. Measured in scripts/probes/layernorm_variants.py (H100 and H200, 2026-11-27).
+
+_TEAM = _sizes(gpu=dict(v=16, limit=16384), sim=dict(v=4, limit=256))
+VALUES_PER_THREAD = _TEAM.v
+ROW_LIMIT = _TEAM.limit  # the longest row the package's kernel takes: 1024 threads of 16 values on a GPU
+
+
+def team_threads(n: int) -> int:
+    """Threads per row of ``n`` values: the power of two from 8 to 1024 nearest above n / VALUES_PER_THREAD."""
+    want = max(1, -(-int(n) // VALUES_PER_THREAD))
+    return min(1024, max(8, 1 << (want - 1).bit_length()))
+
+
+def launch_team_per_row(y, mean, rstd, x, gamma, beta, eps=EPS):
+    """The package's kernel (see above); rows not a multiple of 4 long take one value per access."""
+    n = x.shape[1]
+    if n > ROW_LIMIT:
+        raise KernelLabArgumentError(f"rows of {n}: the kernel holds a row on chip, at most {ROW_LIMIT} values")
+    t = team_threads(n)
+    width = 4 if n % 4 == 0 else 1
+    kernel = row_kernel(t, values_per_lane(n, width * t), width, width == 4 and x.dtype == np.float16, "two_pass",
+                        True)
+    if t <= 32:
+        per_block = max(1, 128 // t)  # 128 threads: several rows per block
+        kernel[-(-x.shape[0] // per_block), t * per_block](x, gamma, beta, y, mean, rstd, float32(eps))
     else:
-        launch_block_per_row_x4(y, mean, rstd, x, gamma, beta, eps, threads=block_threads(x.shape[1]))
+        kernel[x.shape[0], t](x, gamma, beta, y, mean, rstd, float32(eps))
+
+
+def launch_layernorm_gelu(y, mean, rstd, x, gamma, beta, eps=EPS):
+    """LayerNorm + GELU with the package's kernel, after checking the arguments."""
+    check_arguments(y, mean, rstd, x, gamma, beta)
+    launch_team_per_row(y, mean, rstd, x, gamma, beta, eps)
 
 
 def check_arguments(y, mean, rstd, x, gamma, beta):

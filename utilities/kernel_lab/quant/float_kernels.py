@@ -4,7 +4,8 @@ Notebooks 05.3 and 05.4 have the learner write these; the package keeps the same
 ``scripts/gpu_module05_float_probe.py`` times exactly what the notebooks teach, and so that the
 tests can run them in the simulator against the NumPy references (``fp8``, ``microscaling``).
 
-Numba has no way to reinterpret a float32 *scalar* as its bits, so the kernels get bits in two ways:
+The kernels the notebooks teach get a float's bits in two ways, since Numba itself cannot
+reinterpret a float32 *scalar* as its bits:
 
 * from memory: the input is passed twice over the same buffer, or only as a ``uint32`` view
   (``x.view(np.uint32)``, no copy), and the FP8 encoders of 05.3 work on those bits;
@@ -12,7 +13,9 @@ Numba has no way to reinterpret a float32 *scalar* as its bits, so the kernels g
   ``math.frexp`` (exact: ``|v| = m * 2**e`` with ``0.5 <= m < 1``, so ``m * 2**24`` is the 24-bit
   significand) and rebuilt with ``math.ldexp`` (exact, a power-of-two scaling; on a GPU its exponent must be an int32).
 
-Both paths end in :func:`round_to_code`, the one place that rounds (to nearest, ties to even).
+Both paths end in :func:`round_to_code`, the one place those kernels round (to nearest, ties to
+even). The package's fast block quantizers (end of the NVFP4 section) instead read the bits with
+:func:`kernel_lab.bitcast.float_bits` and round with a handful of integer instructions.
 Format constants are passed as arguments (see :data:`ENCODE_ARGS` / :data:`DECODE_ARGS`).
 
 Layouts: FP8 codes are one byte per element. E2M1 codes are packed two per byte, **element 2i in
@@ -30,6 +33,7 @@ import numpy as np
 from ..environment import on_simulator
 from ..sizes import blocks_for
 from . import fp8 as _fp8
+from ..bitcast import bits_float, float_bits
 from ..vector_loads import load4, store4
 
 from numba import cuda, float32, int32, int64, uint8, uint16, uint32  # noqa: E402  (after kernel_lab chose the target)
@@ -378,84 +382,228 @@ def _word_grid(nw):
     return max(1, blocks_for(nw, WORDS_PER_THREAD * THREADS))
 
 
-# --- the 4-bit quantizers' fast form: four values per lane, a comparison chain for E2M1 ----------
+# --- the block quantizers' fast form: four values per lane, codes from the bits -----------------
 #
 # The one-byte kernels above spend their time on instructions: per pair of elements two divisions
 # (or ldexp calls), two general encodes (frexp, 64-bit shifts) and one E4M3 scale encode per lane.
 # Here a lane takes four values with one 16-byte load (four or eight lanes a block), encodes its
-# block's scale once for four values, and rounds each element to E2M1 by counting the rounding
-# thresholds it passes: E2M1 has eight magnitudes, so ties-to-even is a fixed choice of > or >= at
-# each midpoint. The products and quotients are the same float32 operations as the references', so
-# the codes are the same bits; rows whose length is not a multiple of 4 take the one-byte kernels.
+# block's scale once for four values, and rounds the scale to E4M3 and each element to E2M1 from
+# their bits (below). The products and quotients are the same float32 operations as the references', so
+# the codes are the same bits; rows whose length is not a multiple of 4 take the one-element kernels.
 
 
-@cuda.jit(device=True, inline="always")
+# Rounding by the float unit's own adder, and by integer arithmetic on the bits: no branch and no
+# comparison chain (seven comparisons, one per E2M1 midpoint, were two thirds of this kernel's
+# instructions, and the general encoder's frexp and 64-bit shifts most of the rest):
+#
+# * below a format's smallest normal, its values are the multiples of one step (0.5 for E2M1, 2^-9
+#   for E4M3); adding a power of two whose ulp is that step (2^22, 2^14) makes the float adder round
+#   to a multiple of it, to nearest, ties to even, and the sum's low mantissa bits are the code;
+# * from the smallest normal up, a format with M mantissa bits is float32 with the low 23 - M bits
+#   rounded off: add half of their range minus one, plus the lowest kept bit (a tie then carries
+#   only when that bit is odd: ties to even), and shift; a carry out of the mantissa moves into the
+#   exponent, as it must, and the code is the shifted bits minus the exponent's rebias.
+
+
+# Numba does integer arithmetic in 64 bits; every step below is cast back to int32 so that the
+# compiler keeps it in 32 (a 64-bit add, shift or compare is two or three instructions).
+
+
+@cuda.jit(device=True, forceinline=True)
+def _round_bits(b, drop, rebias, top):
+    """Code of the magnitude whose float32 bits are ``b`` (at least the format's smallest normal), in a
+    format keeping ``23 - drop`` mantissa bits: to nearest, ties to even, at most ``top``."""
+    r = int32(b + int32((1 << (drop - 1)) - 1))
+    r = int32(r + int32((b >> drop) & 1))
+    return min(int32(int32(r >> drop) - rebias), top)
+
+
+@cuda.jit(device=True, forceinline=True)
 def e2m1_code(q):
-    """E2M1 code of ``q`` rounded to nearest, ties to even, saturating at 6 (sign from its sign bit,
-    -0 included). Midpoints 0.25, 0.75, ..., 5 between 0, 0.5, 1, 1.5, 2, 3, 4, 6: a tie goes to the
-    even code, so '>' where the lower neighbour's code is even, '>=' where the upper one's is."""
+    """Saturating E2M1 code of ``q``: to nearest, ties to even, the sign from its sign bit (-0
+    included). The reference's code for every float32 but NaN (which gives 0, with its sign)."""
     a = abs(q)
-    c = (int32(a > float32(0.25)) + int32(a >= float32(0.75)) + int32(a > float32(1.25))
-         + int32(a >= float32(1.75)) + int32(a > float32(2.5)) + int32(a >= float32(3.5)) + int32(a > float32(5.0)))
-    if math.copysign(float32(1), q) < 0:
-        c += 8
+    b = min(int32(float_bits(a)), int32(0x7F800000))  # NaN bits as infinity's: no int32 overflow
+    if a < float32(1):  # halves, 0..2: the adder rounds a + 2^22 to a multiple of its ulp, 0.5
+        c = int32(int32(float_bits(a + float32(4194304.0))) - int32(0x4A800000))
+    else:
+        c = _round_bits(b, 22, int32(252), int32(7))
+    if not a >= float32(0):  # NaN
+        c = int32(0)
+    return int32(c | int32(int32(float_bits(q) >> 28) & int32(8)))
+
+
+@cuda.jit(device=True, forceinline=True)
+def e4m3_magnitude_code(s):
+    """Saturating E4M3 code of ``s >= 0`` (NaN: E4M3's NaN, 0x7F): the reference's code."""
+    b = min(int32(float_bits(s)), int32(0x7F800000))
+    if s < float32(0.015625):  # below 2^-6: steps of 2^-9 (2^14's ulp), 0..8
+        c = int32(int32(float_bits(s + float32(16384.0))) - int32(0x46800000))
+    else:
+        c = _round_bits(b, 20, int32(960), int32(0x7E))
+    if not s >= float32(0):
+        c = int32(0x7F)
     return c
 
 
-@cuda.jit
-def fp4_quantize_quads(x, packed16, scales, amax, mx):
-    """NVFP4 (``mx`` False: 4 lanes a block of 16) or MXFP4 (8 lanes a block of 32): quad j of x
-    (values 4j .. 4j + 3) -> the 2-byte word j of the packed codes; four quads per thread a block
-    apart, all loaded first. x.size must be a multiple of 4."""
-    nb = cuda.blockDim.x
-    j0 = cuda.blockIdx.x * 4 * nb + cuda.threadIdx.x
-    nq = x.size // 4
-    ts = float32(1)
-    if not mx:
-        ts = amax[0] / float32(NVFP4_AMAX_DIVISOR)
-        if ts == 0:
-            ts = float32(1)
-    v = cuda.local.array((4, 4), float32)
-    for k in range(4):  # every load first; quads past the end are zeros and still shuffle
-        j = j0 + k * nb
-        if j < nq:
-            v[k, 0], v[k, 1], v[k, 2], v[k, 3] = load4(x, 4 * j)
-        else:
-            v[k, 0], v[k, 1], v[k, 2], v[k, 3] = float32(0), float32(0), float32(0), float32(0)
-    for k in range(4):
-        j = j0 + k * nb
-        m = max(max(abs(v[k, 0]), abs(v[k, 1])), max(abs(v[k, 2]), abs(v[k, 3])))
-        m = max(m, cuda.shfl_xor_sync(FULL_MASK, m, 1))  # the block's lanes: j % 4 == lane % 4
-        m = max(m, cuda.shfl_xor_sync(FULL_MASK, m, 2))
-        c = cuda.local.array(4, int32)
-        if mx:
-            m = max(m, cuda.shfl_xor_sync(FULL_MASK, m, 4))
-            code = mx_scale_code(m, 2)
-            f = float32(math.ldexp(float32(1), int32(127 - code)))  # v * 2^(127 - code): ldexp's bits
-            for i in range(4):
-                c[i] = e2m1_code(v[k, i] * f)
-        else:
-            code = encode_value((m / float32(6)) / ts, 3, 7, 0x7E, 7)
-            denom = decode_value(code, 3, 7, 4, 7) * ts
-            for i in range(4):
-                if denom > 0:
-                    c[i] = e2m1_code(v[k, i] / denom)
-                else:  # a block far below the tensor's scale: zeros, signs kept
-                    c[i] = 8 if math.copysign(float32(1), v[k, i]) < 0 else 0
-        if j < nq:
-            packed16[j] = uint16(c[0] | (c[1] << 4) | (c[2] << 8) | (c[3] << 12))
+@cuda.jit(device=True, forceinline=True)
+def divide(v, d, r):
+    """``v / d`` correctly rounded, from ``r = 1 / d`` (correctly rounded, computed once for many
+    ``v``): the quotient ``q0 = v r`` is within an ulp, its remainder ``v - q0 d`` is exact in one FMA,
+    and one more FMA corrects ``q0`` (Markstein's theorem; the same last three steps as the
+    compiler's own division). Three instructions where a division is about ten with a branch. The
+    caller keeps ``d`` and ``1 / d`` normal. Two cases return ``q0``: zero (the correction would add
+    +0 and lose -0's sign) and a quotient past float32's range (the remainder is then NaN; ``q0`` is
+    the infinity the division gives)."""
+    q0 = v * r
+    q = cuda.fma(cuda.fma(-d, q0, v), r, q0)
+    keep = (q0 != float32(0)) & (abs(q) <= float32(3.4028234663852886e38))  # '&', not 'and': a select, no branch
+    return q if keep else q0
+
+
+@cuda.jit(device=True, forceinline=True)
+def e4m3_code(q):
+    """Saturating E4M3 code of ``q`` with its sign (NaN: 0x7F with its sign): the reference's code."""
+    return int32(e4m3_magnitude_code(abs(q)) | int32(int32(float_bits(q) >> 24) & int32(0x80)))
+
+
+@cuda.jit(device=True, forceinline=True)
+def e4m3_magnitude_value(c):
+    """The float32 value of an E4M3 code 0..0x7E (no sign)."""
+    if c >= 8:
+        return bits_float(uint32((c + int32(960)) << 20))
+    return float32(c) * float32(0.001953125)  # subnormals: c * 2^-9
+
+
+def _quad_quantizer(fmt: str):
+    """``fmt``: "NVFP4" (4 lanes a block of 16), "MXFP4" or "MXFP8" (8 lanes a block of 32): quad j of
+    x (values 4j .. 4j + 3) -> word j of the codes (2 bytes of E2M1 codes, or 4 of E4M3); four quads
+    per thread a block apart, all loaded first. x.size must be a multiple of 4. One kernel per
+    format: each holds only its own path."""
+    mx, fp8 = fmt != "NVFP4", fmt == "MXFP8"
+    EMAX = int32(8 if fp8 else 2)  # the element format's largest exponent (448 = 1.75 * 2^8, 6 = 1.5 * 2^2)
+
+    @cuda.jit
+    def quantize_quads(x, words, scales, amax):
+        nb = cuda.blockDim.x
+        j0 = cuda.blockIdx.x * 4 * nb + cuda.threadIdx.x
+        nq = x.size // 4
+        ts = float32(1)
+        if not mx:
+            ts = amax[0] / float32(NVFP4_AMAX_DIVISOR)
+            if ts == 0:
+                ts = float32(1)
+        rts = float32(1) / ts  # the quotients by ts and by 6 from their reciprocals (``divide``) ...
+        ts_normal = float32(2.0 ** -125) <= ts <= float32(2.0 ** 125)  # ... where both stay normal
+        v = cuda.local.array((4, 4), float32)
+        for k in range(4):  # every load first; quads past the end are zeros and still shuffle
+            j = j0 + k * nb
+            if j < nq:
+                v[k, 0], v[k, 1], v[k, 2], v[k, 3] = load4(x, 4 * j)
+            else:
+                v[k, 0], v[k, 1], v[k, 2], v[k, 3] = float32(0), float32(0), float32(0), float32(0)
+        for k in range(4):
+            j = j0 + k * nb
+            m = max(max(abs(v[k, 0]), abs(v[k, 1])), max(abs(v[k, 2]), abs(v[k, 3])))
+            m = max(m, cuda.shfl_xor_sync(FULL_MASK, m, 1))  # the block's lanes: j % 4 == lane % 4
+            m = max(m, cuda.shfl_xor_sync(FULL_MASK, m, 2))
+            c = cuda.local.array(4, int32)
             if mx:
-                if j % 8 == 0:
-                    scales[j // 8] = uint8(code)
-            elif j % 4 == 0:
-                scales[j // 4] = uint8(code)
+                m = max(m, cuda.shfl_xor_sync(FULL_MASK, m, 4))
+                # E8M0 code: floor(log2 m) is m's exponent field less 127 (subnormal m and 0 clamp to 0)
+                code = min(max(int32(float_bits(m) >> 23) - EMAX, int32(0)), int32(254))
+                # v * 2^(127 - code) (ldexp's bits): the power of two built from its exponent field
+                f = bits_float(uint32((int32(254) - code) << 23) if code < 254 else uint32(0x400000))
+                for i in range(4):
+                    if fp8:
+                        c[i] = e4m3_code(v[k, i] * f)
+                    else:
+                        c[i] = e2m1_code(v[k, i] * f)
+            else:
+                if ts_normal and m >= float32(2.0 ** -100):
+                    code = e4m3_magnitude_code(divide(divide(m, float32(6), float32(1 / 6)), ts, rts))
+                else:
+                    code = e4m3_magnitude_code((m / float32(6)) / ts)
+                denom = e4m3_magnitude_value(code) * ts
+                if float32(2.0 ** -125) <= denom <= float32(2.0 ** 125):  # 1 / denom normal: one division a quad
+                    r = float32(1) / denom
+                    for i in range(4):
+                        c[i] = e2m1_code(divide(v[k, i], denom, r))
+                else:
+                    for i in range(4):
+                        if denom > 0:
+                            c[i] = e2m1_code(v[k, i] / denom)
+                        else:  # a block far below the tensor's scale: zeros, signs kept
+                            c[i] = int32(int32(float_bits(v[k, i]) >> 28) & int32(8))
+            if j < nq:
+                if fp8:
+                    words[j] = uint32(c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24))
+                else:
+                    words[j] = uint16(c[0] | (c[1] << 4) | (c[2] << 8) | (c[3] << 12))
+                if mx:
+                    if j % 8 == 0:
+                        scales[j // 8] = uint8(code)
+                elif j % 4 == 0:
+                    scales[j // 4] = uint8(code)
+    return quantize_quads
+
+
+QUAD_QUANTIZERS = {f: _quad_quantizer(f) for f in ("NVFP4", "MXFP4", "MXFP8")}
+
+
+@cuda.jit
+def nvfp4_quantize_blocks(x, packed32, scales, amax):
+    """NVFP4 with one block of 16 per thread (x.size a multiple of 16): the block's scale is computed
+    once per 16 values instead of once per four in every lane of the block, which is what kept the
+    quad kernel at about 72% of the copy roofline (the scale's divisions, encode and reciprocal are
+    a warp instruction each, whatever how many of its lanes share a block). A lane's four 16-byte
+    loads are contiguous (64 bytes), a warp's are 64 bytes apart: each sector is fetched once and
+    read twice from L1. The 16 codes go out as two 4-byte words."""
+    b = cuda.grid(1)
+    if b >= x.size // 16:
+        return
+    ts = amax[0] / float32(NVFP4_AMAX_DIVISOR)
+    if ts == 0:
+        ts = float32(1)
+    v = cuda.local.array(16, float32)
+    for k in range(4):
+        v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3] = load4(x, 16 * b + 4 * k)
+    m = float32(0)
+    for i in range(16):
+        m = max(m, abs(v[i]))
+    if float32(2.0 ** -125) <= ts <= float32(2.0 ** 125) and m >= float32(2.0 ** -100):
+        code = e4m3_magnitude_code(divide(divide(m, float32(6), float32(1 / 6)), ts, float32(1) / ts))
+    else:
+        code = e4m3_magnitude_code((m / float32(6)) / ts)
+    denom = e4m3_magnitude_value(code) * ts
+    c = cuda.local.array(16, int32)
+    if float32(2.0 ** -125) <= denom <= float32(2.0 ** 125):
+        r = float32(1) / denom
+        for i in range(16):
+            c[i] = e2m1_code(divide(v[i], denom, r))
+    else:
+        for i in range(16):
+            if denom > 0:
+                c[i] = e2m1_code(v[i] / denom)
+            else:  # a block far below the tensor's scale: zeros, signs kept
+                c[i] = int32(int32(float_bits(v[i]) >> 28) & int32(8))
+    for h in range(2):
+        w = uint32(0)
+        for i in range(8):
+            w |= uint32(c[8 * h + i]) << uint32(4 * i)
+        packed32[2 * b + h] = w
+    scales[b] = uint8(code)
 
 
 def nvfp4_quantize(packed, scales, x, amax):
+    if x.size % 16 == 0:  # whole blocks: the fastest form
+        nb = x.size // 16
+        nvfp4_quantize_blocks[max(1, blocks_for(nb, THREADS)), THREADS](x, packed.view(np.uint32), scales, amax)
+        return
     if x.size % 4 == 0:  # whole quads: the fast form
         nq = x.size // 4
-        fp4_quantize_quads[max(1, blocks_for(nq, 4 * THREADS)), THREADS](x, packed.view(np.uint16), scales, amax,
-                                                                         False)
+        QUAD_QUANTIZERS["NVFP4"][max(1, blocks_for(nq, 4 * THREADS)), THREADS](x, packed.view(np.uint16), scales,
+                                                                               amax)
         return
     nbytes = blocks_for(x.size, 2)
     nvfp4_quantize_kernel[blocks_for(nbytes, THREADS), THREADS](x, packed, scales, amax)
@@ -551,10 +699,11 @@ def mxfp8_dequantize_tail(codes, scales, out, i0):
 
 
 def mx_quantize(codes, scales, x, elements="E2M1"):
-    if elements.upper() == "E2M1" and x.size % 4 == 0:  # whole quads: the fast form
+    if x.size % 4 == 0:  # whole quads: the fast form
         nq = x.size // 4
-        fp4_quantize_quads[max(1, blocks_for(nq, 4 * THREADS)), THREADS](x, codes.view(np.uint16), scales, scales,
-                                                                         True)
+        fp4 = elements.upper() == "E2M1"
+        QUAD_QUANTIZERS["MXFP4" if fp4 else "MXFP8"][max(1, blocks_for(nq, 4 * THREADS)), THREADS](
+            x, codes.view(np.uint16 if fp4 else np.uint32), scales, scales)
         return
     if elements.upper() == "E2M1":
         nbytes = blocks_for(x.size, 2)

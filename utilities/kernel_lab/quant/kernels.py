@@ -1026,6 +1026,124 @@ def launch_w4a8_gemm(out, a32, a_scale, w32, w_scales):
     w4a8_gemm[-(-n // 4), 128](a32, a_scale, w32, w_scales, out)
 
 
+# --- W4A8, the package's fast form: several weight rows per warp, nibbles x16 -------------------
+#
+# The kernel above reads, per weight row, a full row of activations (K bytes, twice the row's INT4
+# bytes) from L2, and spends about 29 instructions per weight word at M = 1: the sign extension, the
+# int64 sums Numba makes of int32 + int32, signed 64-bit indices with their floor-division fix-ups.
+# This form (scripts/probes/w4a8_variants.py, the "r4c1" variant) changes three things:
+#   * a warp takes ROWS_PER_WARP weight rows and loads each chunk of activations once for all of
+#     them, so the activations cross from L2 once per ROWS_PER_WARP rows;
+#   * the nibbles are not sign-extended: ``p & 0xF0F0F0F0`` is each odd nibble times 16 as a signed
+#     byte, ``(p << 4) & 0xF0F0F0F0`` each even one: 3 instructions per word instead of 7. The DP4A
+#     sums are then 16 times the true ones (|16 d| < 2^24, exact in float32) and the scale is taken
+#     / 16 (exact), so ``float32(16 d) * (s / 16)`` has the bits of ``float32(d) * s``;
+#   * unsigned indices and one int32 DP4A chain per 16-byte chunk.
+# Rows whose length in words is not a multiple of 4 take the one-word-per-lane path, row by row.
+
+ROWS_PER_WARP = 4
+W4A8_WARPS = 4  # warps per block: 128 threads
+NIB_HI = 0xF0F0F0F0
+
+
+@cuda.jit(device=True, forceinline=True)
+def int4_halves_x16(p):
+    """(even, odd) nibbles of word ``p`` as signed bytes times 16 (the high nibble of each byte is
+    already a signed byte's top; the low one is shifted there): no sign extension."""
+    p = uint32(p)  # unsigned: the masks stay in range in the simulator's NumPy integers too
+    return int32((p << uint32(4)) & uint32(NIB_HI)), int32(p & uint32(NIB_HI))
+
+
+def _w4a8_rows_kernel(R: int):
+    SCALE_DIV = float32(0.0625)
+
+    @cuda.jit
+    def w4a8_gemm_rows(a32, a_scale, w32, w_scales, out):
+        lane = uint64(cuda.threadIdx.x & 31)
+        n0 = (uint64(cuda.blockIdx.x) * uint64(W4A8_WARPS) + uint64(cuda.threadIdx.x >> 5)) * uint64(R)
+        rows = uint64(out.shape[0])
+        ncols = uint64(out.shape[1])
+        if n0 >= ncols:
+            return
+        words = uint64(w32.shape[1])
+        vector = (words & uint64(3)) == uint64(0)  # the same for every thread
+        acc = cuda.local.array((R, MT), float32)
+        p = cuda.local.array((R, 4), int32)
+        sc = cuda.local.array(R, float32)
+        xa = cuda.local.array(8, int32)
+        m0 = uint64(0)
+        while m0 < rows:
+            for r in range(R):
+                for i in range(MT):
+                    acc[r, i] = float32(0.0)
+            if vector:
+                wk = uint64(4) * lane
+                while wk < words:
+                    for r in range(R):  # the trip's weight loads first, every row of the warp
+                        n = n0 + uint64(r)
+                        if n < ncols:
+                            p[r, 0], p[r, 1], p[r, 2], p[r, 3] = load4(w32, (n, wk))
+                            sc[r] = w_scales[n, wk >> uint64(4)] * SCALE_DIV
+                        else:
+                            p[r, 0], p[r, 1], p[r, 2], p[r, 3] = 0, 0, 0, 0
+                            sc[r] = float32(0.0)
+                    for i in range(MT):
+                        m = m0 + uint64(i)
+                        if m < rows:  # this chunk's activations: loaded once for the R rows
+                            xa[0], xa[1], xa[2], xa[3] = load4(a32, (m, uint64(2) * wk))
+                            xa[4], xa[5], xa[6], xa[7] = load4(a32, (m, uint64(2) * wk + uint64(4)))
+                            for r in range(R):
+                                d = int32(0)
+                                for j in range(4):
+                                    e, o = int4_halves_x16(p[r, j])
+                                    d = dp4a(byte_perm(xa[2 * j], xa[2 * j + 1], EVEN_BYTES), e, d)
+                                    d = dp4a(byte_perm(xa[2 * j], xa[2 * j + 1], ODD_BYTES), o, d)
+                                acc[r, i] += float32(d) * sc[r]
+                    wk += uint64(128)
+            else:
+                for r in range(R):
+                    n = n0 + uint64(r)
+                    if n < ncols:
+                        w = lane
+                        while w < words:
+                            q = w32[n, w]
+                            s = w_scales[n, w >> uint64(4)] * SCALE_DIV
+                            e, o = int4_halves_x16(q)
+                            for i in range(MT):
+                                m = m0 + uint64(i)
+                                if m < rows:
+                                    x0 = a32[m, uint64(2) * w]
+                                    x1 = a32[m, uint64(2) * w + uint64(1)]
+                                    d = dp4a(byte_perm(x0, x1, EVEN_BYTES), e, 0)
+                                    d = dp4a(byte_perm(x0, x1, ODD_BYTES), o, d)
+                                    acc[r, i] += float32(d) * s
+                            w += uint64(32)
+            for r in range(R):
+                n = n0 + uint64(r)
+                for i in range(MT):
+                    m = m0 + uint64(i)
+                    if m < rows:  # the same for the whole warp: the shuffles stay full
+                        v = warp_sum_f32(acc[r, i])
+                        if lane == uint64(0) and n < ncols:
+                            out[m, n] = v * a_scale[m]
+            m0 += uint64(MT)
+    return w4a8_gemm_rows
+
+
+W4A8_ROWS_KERNELS = {}
+
+
+def launch_w4a8_gemm_rows(out, a32, a_scale, w32, w_scales, rows_per_warp=ROWS_PER_WARP):
+    """The fast form of :func:`launch_w4a8_gemm` (same arguments, same results to the bit)."""
+    if a32.shape[1] != 2 * w32.shape[1]:
+        raise KernelLabArgumentError(f"a32 holds {4 * a32.shape[1]} values of K per row, w32 {8 * w32.shape[1]}: "
+                                     "pad both to the same multiple of 8")
+    if rows_per_warp not in W4A8_ROWS_KERNELS:
+        W4A8_ROWS_KERNELS[rows_per_warp] = _w4a8_rows_kernel(rows_per_warp)
+    kernel = W4A8_ROWS_KERNELS[rows_per_warp]
+    kernel[-(-out.shape[1] // (W4A8_WARPS * rows_per_warp)), 32 * W4A8_WARPS](a32, a_scale, w32, w_scales, out)
+
+
 # --- host helpers: padding K and reading int8 rows as words -------------------------------------
 
 def pad_cols(x, multiple):

@@ -14,6 +14,7 @@ simulator piece                                replaced by
 ``cuda.jit``                                   `jit_options.make_jit`
 ``cuda.event``, ``cuda.event_elapsed_time``    `events`
 ``math.ldexp``                                 accepts NumPy integers (`math_functions`)
+``cuda.fma``                                   one rounding, exactly (`math_functions`)
 =============================================  ==================================================
 
 On a GPU (simulator off) `install()` does nothing and returns False.
@@ -95,7 +96,7 @@ def _patch():
 
     # `cuda.<name>` inside a kernel resolves on FakeCUDAModule.
     module = kernelapi.FakeCUDAModule
-    for name, function in {**warp.FUNCTIONS, **bits.FUNCTIONS}.items():
+    for name, function in {**warp.FUNCTIONS, **bits.FUNCTIONS, **math_functions.FUNCTIONS}.items():
         setattr(module, name, staticmethod(function))
     if not hasattr(module, "warpsize"):
         module.warpsize = property(lambda self: 32)
