@@ -28,6 +28,11 @@ Variants (each checked with ``check_w4a8_gemm`` first; a variant that fails is n
   pre2 x16     two chunks (a block of 128 words apart) loaded per trip before any arithmetic
   pre4 x16     four: at K = 4096 the whole row of a lane in one trip, one memory round trip per warp
   pre4         pre4 with the package's unpack (sign extension, 7 per word): the unpack's share
+  r4c1, r2c1, r8c1   the package's fast form (``launch_w4a8_gemm_rows``): R weight rows per warp
+               sharing each chunk's activation loads, x16 unpack, one chunk per trip
+Variants measured once and then removed (their numbers below): R rows per warp with 2 or 4 chunks
+loaded first (r2c2, r4c2, r2c4); r4h (each chunk's nibbles unpacked once for all activation rows),
+r4p (r4h with the activations' bytes pre-permuted on the host, no PRMT) and r2p (r4p, 2 rows).
 Peers: cuBLASLt int8 (``kernel_lab.tensor_cores.peers.CublasLtInt8``, int8 weights: twice the bytes)
 and cuBLAS SGEMM through CuPy, as in the notebook.
 
@@ -41,6 +46,13 @@ Then (H200, 2026-11-27), 14336 x 4096 at M = 1, 2, 4, 8, 16: r4c1 1.39x, 1.50x, 
 the package's kernel, ahead of every other variant at every M (at M = 1 53.4% of the copy roofline,
 the copy itself 71.9% on that card); it became the package's fast form,
 ``kernel_lab.quant.kernels.launch_w4a8_gemm_rows``, which this probe now times as "r4c1".
+
+Then (H100, 2026-11-27), 14336 x 4096, fraction of the copy roofline at M = 1, 4, 8, 16: r4c1 66.1,
+44.4, 29.3, 17.3%; refuted: r4h (each chunk's nibbles unpacked once, not per activation row) 51.7,
+34.9, 22.6, 13.2%, r4p (r4h with activations pre-permuted on the host: no PRMT) 53.2, 35.7, 23.1,
+13.3%, r2p (r4p with 2 rows a warp) 59.6, 40.3, 25.7, 14.7%: holding the unpacked words costs more
+(registers, occupancy) than unpacking them again. At M = 16 r4c1 runs DP4A at 31.6 TOP/s, a quarter
+of the H100's 134: the passes over the activation rows, not the DP4A rate, limit it.
 
 One line per (variant, M); with $OUT set, also $OUT/w4a8_variants.json.
 """
@@ -58,7 +70,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "utilities"))
 import numpy as np  # noqa: E402
 
 import kernel_lab as kl  # noqa: E402
-from numba import cuda, float32, int32, uint32, uint64  # noqa: E402  (after kernel_lab)
+from numba import cuda, float32, int32, uint64  # noqa: E402  (after kernel_lab)
 
 from kernel_lab.quant import integer as qref  # noqa: E402
 from kernel_lab.quant import kernels as qk  # noqa: E402
@@ -67,15 +79,7 @@ from kernel_lab.vector_loads import load4  # noqa: E402
 
 MT = 4  # activation rows per pass over the weights (accumulators in registers)
 WPB = 4  # warps (weight rows) per block: 128 threads, as the package's launch
-NIB_HI = 0xF0F0F0F0
-
-
-@cuda.jit(device=True, inline="always")
-def halves_x16(p):
-    """(even, odd) nibbles of word ``p`` as signed bytes times 16: the high nibble of each byte is
-    already a signed byte's top; the low one is moved there. 3 instructions, no sign extension."""
-    p = uint32(p)  # unsigned: the masks stay in range in the simulator's NumPy integers too
-    return int32((p << uint32(4)) & uint32(NIB_HI)), int32(p & uint32(NIB_HI))
+halves_x16 = qk.int4_halves_x16  # (even, odd) nibbles as signed bytes times 16: the package's
 
 
 @cuda.jit(device=True, inline="always")
@@ -178,108 +182,6 @@ def make_w4a8(chunks: int, x16: bool):
     return launch
 
 
-def make_w4a8_rows(rows_per_warp: int, chunks: int):
-    """A warp per ``rows_per_warp`` (R) weight rows: per trip it loads its activation chunks once and
-    uses them for all R rows, so the activations cross from L2 once per R rows instead of once per
-    row (at M = 1 the package's kernel reads K bytes of activations per weight row: 2x the weight
-    bytes, from L2). Per trip a lane loads ``chunks`` 16-byte chunks of each of its R rows, all
-    before the first DP4A; x16 unpack; uint64 indices. Rows whose length in words is not a multiple
-    of 4 take the package's one-word-per-lane path, row by row."""
-    R, CH = rows_per_warp, chunks
-    halves = halves_x16
-    SCALE_DIV = float32(0.0625)
-
-    @cuda.jit
-    def gemm(a32, a_scale, w32, w_scales, out):
-        lane = uint64(cuda.threadIdx.x & 31)
-        n0 = (uint64(cuda.blockIdx.x) * uint64(WPB) + uint64(cuda.threadIdx.x >> 5)) * uint64(R)
-        rows = uint64(out.shape[0])
-        ncols = uint64(out.shape[1])
-        if n0 >= ncols:
-            return
-        words = uint64(w32.shape[1])
-        vector = (words & uint64(3)) == uint64(0)
-        acc = cuda.local.array((R, MT), float32)
-        p = cuda.local.array((CH, R, 4), int32)
-        sc = cuda.local.array((CH, R), float32)
-        xa = cuda.local.array(8, int32)
-        m0 = uint64(0)
-        while m0 < rows:
-            for r in range(R):
-                for i in range(MT):
-                    acc[r, i] = float32(0.0)
-            if vector:
-                tw = uint64(4) * lane
-                while tw < words:
-                    for k in range(CH):  # the trip's weight loads first, every row of the warp
-                        wk = tw + uint64(128 * k)
-                        for r in range(R):
-                            n = n0 + uint64(r)
-                            if wk < words and n < ncols:
-                                p[k, r, 0], p[k, r, 1], p[k, r, 2], p[k, r, 3] = load4(w32, (n, wk))
-                                sc[k, r] = w_scales[n, wk >> uint64(4)] * SCALE_DIV
-                            else:
-                                p[k, r, 0], p[k, r, 1], p[k, r, 2], p[k, r, 3] = 0, 0, 0, 0
-                                sc[k, r] = float32(0.0)
-                    for k in range(CH):
-                        wk = tw + uint64(128 * k)
-                        if wk < words:
-                            for i in range(MT):
-                                m = m0 + uint64(i)
-                                if m < rows:  # this chunk's activations: once for the R rows
-                                    xa[0], xa[1], xa[2], xa[3] = load4(a32, (m, uint64(2) * wk))
-                                    xa[4], xa[5], xa[6], xa[7] = load4(a32, (m, uint64(2) * wk + uint64(4)))
-                                    for r in range(R):
-                                        d = int32(0)
-                                        for j in range(4):
-                                            e, o = halves(p[k, r, j])
-                                            d = dp4a(byte_perm(xa[2 * j], xa[2 * j + 1], EVEN_BYTES), e, d)
-                                            d = dp4a(byte_perm(xa[2 * j], xa[2 * j + 1], ODD_BYTES), o, d)
-                                        acc[r, i] += float32(d) * sc[k, r]
-                    tw += uint64(128 * CH)
-            else:
-                for r in range(R):
-                    n = n0 + uint64(r)
-                    if n < ncols:
-                        w = lane
-                        while w < words:
-                            q = w32[n, w]
-                            s = w_scales[n, w >> uint64(4)] * SCALE_DIV
-                            e, o = halves(q)
-                            for i in range(MT):
-                                m = m0 + uint64(i)
-                                if m < rows:
-                                    x0 = a32[m, uint64(2) * w]
-                                    x1 = a32[m, uint64(2) * w + uint64(1)]
-                                    d = dp4a(byte_perm(x0, x1, EVEN_BYTES), e, 0)
-                                    d = dp4a(byte_perm(x0, x1, ODD_BYTES), o, d)
-                                    acc[r, i] += float32(d) * s
-                            w += uint64(32)
-            for r in range(R):
-                n = n0 + uint64(r)
-                for i in range(MT):
-                    m = m0 + uint64(i)
-                    if m < rows:  # the same for the whole warp: the shuffles stay full
-                        v = qk.warp_sum_f32(acc[r, i])
-                        if lane == uint64(0) and n < ncols:
-                            out[m, n] = v * a_scale[m]
-            m0 += uint64(MT)
-
-    def launch(out, a32, a_scale, w32, w_scales):
-        if a32.shape[1] != 2 * w32.shape[1]:
-            raise ValueError("a32 and w32 must cover the same K (pad both to a multiple of 8)")
-        gemm[-(-out.shape[1] // (WPB * R)), 32 * WPB](a32, a_scale, w32, w_scales, out)
-
-    launch.kernel = gemm
-    return launch
-
-
-w4_r2c2 = make_w4a8_rows(2, 2)
-w4_r4c2 = make_w4a8_rows(4, 2)
-w4_r2c4 = make_w4a8_rows(2, 4)
-w4_r8c1 = make_w4a8_rows(8, 1)
-
-
 w4_pre1_x16 = make_w4a8(1, True)
 w4_pre2_x16 = make_w4a8(2, True)
 w4_pre4_x16 = make_w4a8(4, True)
@@ -293,11 +195,14 @@ def variants():
             ("pre2 x16: 2 chunks loaded first", w4_pre2_x16, w4_pre2_x16.kernel),
             ("pre4 x16: 4 chunks loaded first", w4_pre4_x16, w4_pre4_x16.kernel),
             ("pre4: 4 chunks, sign-extend unpack", w4_pre4, w4_pre4.kernel),
-            ("r2c2: 2 rows/warp, 2 chunks first", w4_r2c2, w4_r2c2.kernel),
             ("r4c1: 4 rows/warp, 1 chunk (package)", qk.launch_w4a8_gemm_rows, None),
-            ("r4c2: 4 rows/warp, 2 chunks first", w4_r4c2, w4_r4c2.kernel),
-            ("r2c4: 2 rows/warp, 4 chunks first", w4_r2c4, w4_r2c4.kernel),
-            ("r8c1: 8 rows/warp, 1 chunk", w4_r8c1, w4_r8c1.kernel)]
+            ("r2c1: 2 rows/warp (package kernel)", rows_launcher(2), None),
+            ("r8c1: 8 rows/warp (package kernel)", rows_launcher(8), None)]
+
+
+def rows_launcher(rows_per_warp):
+    return lambda out, a32, a_scale, w32, w_scales: qk.launch_w4a8_gemm_rows(out, a32, a_scale, w32, w_scales,
+                                                                              rows_per_warp)
 
 
 def registers(kernel):
