@@ -80,8 +80,16 @@ def test_right_kernels_pass(capsys):
     checks.check_int8_gemm(K.launch_w8a8_gemm, epilogue=True, shapes=GEMM)
     checks.check_w4a8_gemm(K.launch_w4a8_gemm, shapes=GEMM)
     checks.check_w4a8_gemm(K.launch_w4a8_gemm_rows, shapes=GEMM + [("5 x 9 x 256", (5, 9, 256))])
+    # the fast forms, on their own paths (rows a multiple of 4 or 16) and on the fallback
+    checks.check_affine_rows(K.launch_affine_quantize_rows_x4)
+    checks.check_affine_rows(K.launch_affine_quantize_rows_x4, cols=2052)
+    checks.check_int8_rows(K.launch_int8_rows_fast)
+    checks.check_int8_rows(K.launch_int8_rows_fast, shapes=[("2 x 1028", (2, 1028)), ("4 x 64", (4, 64))])
+    checks.check_ternary_quantize(K.launch_ternary_quantize_fast)
+    checks.check_ternary_quantize(K.launch_ternary_quantize_fast,
+                                  shapes=[("5 x 64", (5, 64)), ("3 x 48 (ties)", (3, 48)), ("2 x 4096", (2, 4096))])
     out = capsys.readouterr().out
-    assert out.count("bit-exact") == 16 and out.count("correct for all") == 7, out
+    assert out.count("bit-exact") == 22 and out.count("correct for all") == 7, out
     assert "byte_value: right for all 256 byte values" in out
 
 

@@ -11,6 +11,8 @@ messages (:func:`require_shape`).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..scans import THREADS, absmax_grid_stride, block_sum_f64, persistent_blocks, zero_first
@@ -279,6 +281,56 @@ def affine_quantize_rows(x, lo, hi, q, scale, zp):
 def launch_affine_quantize_rows(q, scale, zp, x, lo, hi):
     threads = (16, 16)
     affine_quantize_rows[(-(-x.shape[0] // 16), -(-x.shape[1] // 16)), threads](x, lo, hi, q, scale, zp)
+
+
+# The fast form (the package's; 05.1's exercise is the kernel above): a row per blockIdx.y, a tile of
+# four 16-byte loads per thread (05.1's x4 tile), the row's scale and zero point once per thread,
+# rounding by one float addition, four codes per 4-byte store. Rows a multiple of 4 long.
+
+AFFINE_LO, AFFINE_HI = -512.0, 512.0  # rint(x / s) clamped here first: + zp then saturates the same
+
+
+@cuda.jit(device=True, forceinline=True)
+def affine_code(v, s, z):
+    return min(max(round_clamp_fadd(v / s, float32(AFFINE_LO), float32(AFFINE_HI)) + z, 0), 255)
+
+
+@cuda.jit
+def affine_quantize_rows_x4(x, lo, hi, q32, scale, zp):
+    r = uint64(cuda.blockIdx.y)
+    nb = uint64(cuda.blockDim.x)
+    w = uint64(cuda.blockIdx.x) * (uint64(4) * nb) + uint64(cuda.threadIdx.x)
+    nw = uint64(q32.shape[1])
+    width = hi[r] - lo[r]
+    s = width / float32(255.0) if width > float32(0.0) else float32(1.0)
+    z = int32(min(max(round_clamp_fadd(-lo[r] / s, float32(-1024.0), float32(1024.0)), 0), 255))
+    if w == uint64(0):
+        scale[r] = s
+        zp[r] = z
+    v = cuda.local.array((4, 4), float32)
+    for k in range(4):  # the tile's loads first
+        wk = w + uint64(k) * nb
+        if wk < nw:
+            v[k, 0], v[k, 1], v[k, 2], v[k, 3] = load4(x, (r, uint64(4) * wk))
+    for k in range(4):
+        wk = w + uint64(k) * nb
+        if wk < nw:
+            q32[r, wk] = (uint32(affine_code(v[k, 0], s, z)) | (uint32(affine_code(v[k, 1], s, z)) << uint32(8))
+                          | (uint32(affine_code(v[k, 2], s, z)) << uint32(16))
+                          | (uint32(affine_code(v[k, 3], s, z)) << uint32(24)))
+
+
+def launch_affine_quantize_rows_x4(q, scale, zp, x, lo, hi):
+    """The fast form of :func:`launch_affine_quantize_rows` (same arguments, same bits)."""
+    rows, cols = x.shape
+    if cols % 4 or not q.is_c_contiguous():
+        return launch_affine_quantize_rows(q, scale, zp, x, lo, hi)
+    q32 = q.view(np.uint32)
+    tiles = max(1, -(-(cols // 4) // (4 * THREADS)))
+    for r0 in range(0, rows, MAX_GRID_Y):
+        r1 = min(r0 + MAX_GRID_Y, rows)
+        affine_quantize_rows_x4[(tiles, r1 - r0), THREADS](x[r0:r1], lo[r0:r1], hi[r0:r1], q32[r0:r1],
+                                                            scale[r0:r1], zp[r0:r1])
 
 
 # --- 05.2 INT4 groups of 128: one warp per group, four values per lane ----------------------------
@@ -787,6 +839,69 @@ def launch_ternary_gemm_rows4(out, a, a_scale, w_packed, w_scale):
                                                    out, ternary_lut_device())
 
 
+# --- the fast forms of 05.5's quantizers (the package's) ----------------------------------------------
+
+
+@cuda.jit
+def abs_sum_x4(x, out):
+    """:func:`abs_sum` with 16-byte loads (x.size a multiple of 4), four a block apart in flight."""
+    acc = float64(0.0)
+    nb = uint64(cuda.blockDim.x)
+    stride = uint64(cuda.gridDim.x) * uint64(4) * nb
+    nq = uint64(x.size) >> uint64(2)
+    j = uint64(cuda.blockIdx.x) * (uint64(4) * nb) + uint64(cuda.threadIdx.x)
+    while j < nq:
+        for k in range(4):
+            jk = j + uint64(k) * nb
+            if jk < nq:
+                a0, a1, a2, a3 = load4(x, uint64(4) * jk)
+                acc += (float64(abs(a0)) + float64(abs(a1))) + (float64(abs(a2)) + float64(abs(a3)))
+        j += stride
+    total = block_sum_f64(acc)
+    if cuda.threadIdx.x == 0:
+        cuda.atomic.add(out, 0, total)
+
+
+@cuda.jit(device=True, forceinline=True)
+def ternary_code(v, s):
+    """clamp(rint(v / s), -1, 1) as a 2-bit code (+1 -> 01, 0 -> 00, -1 -> 11)."""
+    return round_clamp_fadd(v / s, float32(-1.0), float32(1.0)) & 3
+
+
+@cuda.jit
+def ternary_pack_x16(w, abs_total, packed32, scale_out):
+    """Sixteen weights per thread (four 16-byte loads) to one 4-byte word of codes: w flat, its
+    rows a multiple of 16 long, so word g of the flat codes is word g of the packed rows."""
+    g = uint64(cuda.blockIdx.x) * uint64(cuda.blockDim.x) + uint64(cuda.threadIdx.x)
+    mean = float32(abs_total[0] / float64(w.size))
+    s = mean if mean > float32(0.0) else float32(1.0)
+    if g == uint64(0):
+        scale_out[0] = s
+    if g >= uint64(packed32.size):
+        return
+    v = cuda.local.array(16, float32)
+    for k in range(4):
+        v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3] = load4(w, uint64(16) * g + uint64(4 * k))
+    word = uint32(0)
+    for t in range(16):
+        word |= uint32(ternary_code(v[t], s)) << uint32(2 * t)
+    packed32[g] = word
+
+
+def launch_ternary_quantize_fast(packed, scale, w, total=None):
+    """The fast form of :func:`launch_ternary_quantize` (same arguments, same bits): the sum of |w|
+    with 16-byte loads, then sixteen weights per thread. Rows a multiple of 16 long; others take
+    the simple kernels."""
+    if w.shape[w.ndim - 1] % 16 or not (w.is_c_contiguous() and packed.is_c_contiguous()):
+        return launch_ternary_quantize(packed, scale, w, total)
+    total = cuda.device_array(1, np.float64) if total is None else total
+    flat = w.reshape(w.size)
+    zero_first[1, 1](total)
+    abs_sum_x4[max(1, min(persistent_blocks(w.size), -(-(w.size // 4) // (4 * THREADS)))), THREADS](flat, total)
+    words = packed.reshape(packed.size).view(np.uint32)
+    ternary_pack_x16[max(1, -(-words.size // THREADS)), THREADS](flat, total, words, scale)
+
+
 def launch_ternary_quantize(packed, scale, w, total=None):
     total = cuda.device_array(1, np.float64) if total is None else total
     zero_first[1, 1](total)
@@ -796,6 +911,59 @@ def launch_ternary_quantize(packed, scale, w, total=None):
 
 def launch_int8_rows(q, scales, x):
     int8_rows_quantize[-(-x.shape[0] // 4), 128](x, q, scales)
+
+
+# Per-token INT8, the fast form: a team of threads per row sized to hold it in registers (16 values
+# a thread, 03.3's rule), the absmax by shuffles and shared memory, then one read of the row.
+
+ROWS_VALUES = 16
+
+
+@functools.cache
+def _int8_rows_team(threads: int, quads: int):
+    warps = max(1, threads // 32)
+
+    @cuda.jit
+    def int8_rows_team(x, q32, scales):
+        part = cuda.shared.array(32, float32)
+        v = cuda.local.array((quads, 4), float32)
+        r = uint64(cuda.blockIdx.x)
+        t = uint64(cuda.threadIdx.x)
+        nq = uint64(x.shape[1]) >> uint64(2)
+        m = float32(0.0)
+        for k in range(quads):  # every load first
+            j = t + uint64(threads * k)
+            if j < nq:
+                v[k, 0], v[k, 1], v[k, 2], v[k, 3] = load4(x, (r, uint64(4) * j))
+                m = max(m, max(max(abs(v[k, 0]), abs(v[k, 1])), max(abs(v[k, 2]), abs(v[k, 3]))))
+        m = warp_max_f32(m)
+        if warps > 1:
+            if (t & uint64(31)) == uint64(0):
+                part[t >> uint64(5)] = m
+            cuda.syncthreads()
+            m = float32(0.0)
+            for i in range(warps):
+                m = max(m, part[i])
+        s = m / float32(127.0) if m > float32(0.0) else float32(1.0)
+        if t == uint64(0):
+            scales[r] = s
+        for k in range(quads):
+            j = t + uint64(threads * k)
+            if j < nq:
+                q32[r, j] = pack4(code8_fadd(v[k, 0], s), code8_fadd(v[k, 1], s), code8_fadd(v[k, 2], s),
+                                  code8_fadd(v[k, 3], s))
+    return int8_rows_team
+
+
+def launch_int8_rows_fast(q, scales, x):
+    """The fast form of :func:`launch_int8_rows` (same arguments, same bits) for rows a multiple of
+    4 long and at most 16384 values, q as wide as x; the simple kernel otherwise."""
+    rows, cols = x.shape
+    if cols % 4 or q.shape[1] != cols or cols > 1024 * ROWS_VALUES or not q.is_c_contiguous():
+        return launch_int8_rows(q, scales, x)
+    threads = min(1024, max(32, 1 << (max(1, -(-cols // ROWS_VALUES)) - 1).bit_length()))
+    kernel = _int8_rows_team(threads, -(-(cols // 4) // threads))
+    kernel[rows, threads](x, q.view(np.int32), scales)
 
 
 def launch_ternary_gemm(out, a, a_scale, w_packed, w_scale):
