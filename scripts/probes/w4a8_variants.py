@@ -32,7 +32,11 @@ Variants (each checked with ``check_w4a8_gemm`` first; a variant that fails is n
                sharing each chunk's activation loads, x16 unpack, one chunk per trip
 Variants measured once and then removed (their numbers below): R rows per warp with 2 or 4 chunks
 loaded first (r2c2, r4c2, r2c4); r4h (each chunk's nibbles unpacked once for all activation rows),
-r4p (r4h with the activations' bytes pre-permuted on the host, no PRMT) and r2p (r4p, 2 rows).
+r4p (r4h with the activations' bytes pre-permuted on the host, no PRMT) and r2p (r4p, 2 rows);
+r2w8 (r2w with 8 activation rows a pass).
+  r2w, r1w, r3w, r4w   the package's words-outer form (``launch_w4a8_gemm_words``): each activation
+               row's chunk loaded and split into even/odd bytes first, each weight word unpacked once
+               for all of them; R weight rows a warp
 Peers: cuBLASLt int8 (``kernel_lab.tensor_cores.peers.CublasLtInt8``, int8 weights: twice the bytes)
 and cuBLAS SGEMM through CuPy, as in the notebook.
 
@@ -53,6 +57,12 @@ Then (H100, 2026-11-27), 14336 x 4096, fraction of the copy roofline at M = 1, 4
 13.3%, r2p (r4p with 2 rows a warp) 59.6, 40.3, 25.7, 14.7%: holding the unpacked words costs more
 (registers, occupancy) than unpacking them again. At M = 16 r4c1 runs DP4A at 31.6 TOP/s, a quarter
 of the H100's 134: the passes over the activation rows, not the DP4A rate, limit it.
+
+Then (H100, 2026-11-27), the loops turned (r{R}w: each word unpacked once for all MT activation
+rows, which r4c1 unpacks again per row), 14336 x 4096, M = 1, 2, 4, 8: r2w 60.1, 58.1, 55.9, 35.4%
+(16: 20.7%), r4c1 64.8, 57.6, 44.3, 28.8%; r3w 62.2, 60.3, 50.0, 32.3%; r4w (95 registers) 53.2% at
+M = 1, 47.5% at 4; r1w 43.8, 41.2, 39.4, 22.7%; r2w8 (8 rows a pass, 88 registers) 43.8, 42.8,
+38.7, 34.3%. The package's W4A8 (``launch_w4a8_fast``) takes r4c1 at M = 1 and r2w above.
 
 One line per (variant, M); with $OUT set, also $OUT/w4a8_variants.json.
 """
@@ -197,7 +207,16 @@ def variants():
             ("pre4: 4 chunks, sign-extend unpack", w4_pre4, w4_pre4.kernel),
             ("r4c1: 4 rows/warp, 1 chunk (package)", qk.launch_w4a8_gemm_rows, None),
             ("r2c1: 2 rows/warp (package kernel)", rows_launcher(2), None),
-            ("r8c1: 8 rows/warp (package kernel)", rows_launcher(8), None)]
+            ("r8c1: 8 rows/warp (package kernel)", rows_launcher(8), None),
+            ("r2w: each word unpacked once, 2 rows/warp (package)", words_launcher(2), None),
+            ("r1w: r2w with 1 row/warp", words_launcher(1), None),
+            ("r3w: r2w with 3 rows/warp", words_launcher(3), None),
+            ("r4w: r2w with 4 rows/warp", words_launcher(4), None)]
+
+
+def words_launcher(rows_per_warp):
+    return lambda out, a32, a_scale, w32, w_scales: qk.launch_w4a8_gemm_words(out, a32, a_scale, w32, w_scales,
+                                                                               rows_per_warp)
 
 
 def rows_launcher(rows_per_warp):
