@@ -63,6 +63,10 @@ rows, which r4c1 unpacks again per row), 14336 x 4096, M = 1, 2, 4, 8: r2w 60.1,
 (16: 20.7%), r4c1 64.8, 57.6, 44.3, 28.8%; r3w 62.2, 60.3, 50.0, 32.3%; r4w (95 registers) 53.2% at
 M = 1, 47.5% at 4; r1w 43.8, 41.2, 39.4, 22.7%; r2w8 (8 rows a pass, 88 registers) 43.8, 42.8,
 38.7, 34.3%. The package's W4A8 (``launch_w4a8_fast``) takes r4c1 at M = 1 and r2w above.
+Refuted the same day: the next trip's weight chunks loaded before this trip's arithmetic (a second
+set of registers for them): r2w 51.7, 46.5, 41.4, 26.7% with it, r4w and r1w no better; at N = K =
+4096 it gained 2% at M = 1 and lost from M = 4 on. The registers it takes cost more warps than
+the latency it hides.
 
 One line per (variant, M); with $OUT set, also $OUT/w4a8_variants.json.
 """
