@@ -101,7 +101,7 @@ def test_the_fast_w4a8_kernels_have_the_bits_of_the_notebooks():
     from kernel_lab.quant import integer as qref
 
     rng = np.random.default_rng(8)
-    for m, n, k in ((5, 9, 256), (2, 6, 136)):
+    for m, n, k in ((5, 9, 256), (2, 6, 136), (3, 7, 256), (1, 5, 256)):  # M = 1..3: T = M rows a pass
         wf = rng.standard_normal((n, k)).astype(np.float32)
         ws = qref.int4_group_scales_f32(wf)
         w32 = cuda.to_device(qref.int4_pack(qref.int4_quantize_f32(wf, ws)).view(np.int32))

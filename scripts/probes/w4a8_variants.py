@@ -62,11 +62,16 @@ Then (H100, 2026-11-27), the loops turned (r{R}w: each word unpacked once for al
 rows, which r4c1 unpacks again per row), 14336 x 4096, M = 1, 2, 4, 8: r2w 60.1, 58.1, 55.9, 35.4%
 (16: 20.7%), r4c1 64.8, 57.6, 44.3, 28.8%; r3w 62.2, 60.3, 50.0, 32.3%; r4w (95 registers) 53.2% at
 M = 1, 47.5% at 4; r1w 43.8, 41.2, 39.4, 22.7%; r2w8 (8 rows a pass, 88 registers) 43.8, 42.8,
-38.7, 34.3%. The package's W4A8 (``launch_w4a8_fast``) takes r4c1 at M = 1 and r2w above.
+38.7, 34.3%.
 Refuted the same day: the next trip's weight chunks loaded before this trip's arithmetic (a second
 set of registers for them): r2w 51.7, 46.5, 41.4, 26.7% with it, r4w and r1w no better; at N = K =
 4096 it gained 2% at M = 1 and lost from M = 4 on. The registers it takes cost more warps than
 the latency it hides.
+After that, the words-outer form takes T = min(M, 4) activation rows a pass (a kernel per T), so
+that M = 2 and 3 do no DP4A for rows that are not there (it ran four rows a pass, two of them
+copies, at M = 2). Then (H100), 14336 x 4096 at M = 1, 2, 3, 4: r2w 64.6, 61.8, 58.4, 55.3%, r4c1
+65.8, 56.3, 49.5, 44.3%, r3w 68.2, 46.1, 57.9, 49.5%; N = K = 4096, M = 1: r2w 8.03 us, r4c1 9.90 us.
+``launch_w4a8_fast`` is r2w at every M.
 
 One line per (variant, M); with $OUT set, also $OUT/w4a8_variants.json.
 """
