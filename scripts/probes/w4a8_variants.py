@@ -111,9 +111,9 @@ def make_w4a8(chunks: int, x16: bool):
     """A warp per weight row n, MT activation rows per pass; per trip a lane loads ``chunks`` 16-byte
     chunks of the row (4 words = 32 weights each, 128 words apart, so each load instruction of the
     warp reads 512 contiguous bytes) and their scales, all before the first DP4A. Rows whose length in
-    words is not a multiple of 4 take a one-word-per-lane path. uint64 indices throughout (a signed
-    index costs a wrap-around compare + select per access; mixing uint64 with a signed int64 would make
-    Numba compute in float64, so every constant is a uint64)."""
+    words is not a multiple of 4 take the package's kernel (its one-word-per-lane path). uint64
+    indices throughout (a signed index costs a wrap-around compare + select per access; mixing uint64
+    with a signed int64 would make Numba compute in float64, so every constant is a uint64)."""
     CH = chunks
     halves = halves_x16 if x16 else halves_sext
     SCALE_DIV = float32(0.0625) if x16 else float32(1.0)  # x16: sums are 16x the true ones; exact
@@ -144,7 +144,6 @@ def make_w4a8(chunks: int, x16: bool):
         if n >= uint64(out.shape[1]):
             return
         words = uint64(w32.shape[1])
-        vector = (words & uint64(3)) == uint64(0)  # the same for every thread
         acc = cuda.local.array(MT, float32)  # constant indices after unrolling: registers
         p = cuda.local.array((CH, 4), int32)
         sc = cuda.local.array(CH, float32)
@@ -152,38 +151,22 @@ def make_w4a8(chunks: int, x16: bool):
         while m0 < rows:
             for i in range(MT):
                 acc[i] = float32(0.0)
-            if vector:
-                tw = uint64(4) * lane
-                while tw < words:
-                    for k in range(CH):  # all of the trip's loads first
-                        wk = tw + uint64(128 * k)
-                        if wk < words:
-                            p[k, 0], p[k, 1], p[k, 2], p[k, 3] = load4(w32, (n, wk))
-                            sc[k] = w_scales[n, wk >> uint64(4)] * SCALE_DIV
-                    for i in range(MT):
-                        m = m0 + uint64(i)
-                        if m < rows:
-                            for k in range(CH):
-                                wk = tw + uint64(128 * k)
-                                if wk < words:
-                                    d = chunk_dot(a32, m, wk, p[k, 0], p[k, 1], p[k, 2], p[k, 3])
-                                    acc[i] += float32(d) * sc[k]
-                    tw += uint64(128 * CH)
-            else:
-                w = lane
-                while w < words:
-                    q = w32[n, w]
-                    s = w_scales[n, w >> uint64(4)] * SCALE_DIV
-                    e, o = halves(q)
-                    for i in range(MT):
-                        m = m0 + uint64(i)
-                        if m < rows:
-                            x0 = a32[m, uint64(2) * w]
-                            x1 = a32[m, uint64(2) * w + uint64(1)]
-                            d = dp4a(byte_perm(x0, x1, EVEN_BYTES), e, 0)
-                            d = dp4a(byte_perm(x0, x1, ODD_BYTES), o, d)
-                            acc[i] += float32(d) * s
-                    w += uint64(32)
+            tw = uint64(4) * lane
+            while tw < words:
+                for k in range(CH):  # all of the trip's loads first
+                    wk = tw + uint64(128 * k)
+                    if wk < words:
+                        p[k, 0], p[k, 1], p[k, 2], p[k, 3] = load4(w32, (n, wk))
+                        sc[k] = w_scales[n, wk >> uint64(4)] * SCALE_DIV
+                for i in range(MT):
+                    m = m0 + uint64(i)
+                    if m < rows:
+                        for k in range(CH):
+                            wk = tw + uint64(128 * k)
+                            if wk < words:
+                                d = chunk_dot(a32, m, wk, p[k, 0], p[k, 1], p[k, 2], p[k, 3])
+                                acc[i] += float32(d) * sc[k]
+                tw += uint64(128 * CH)
             for i in range(MT):
                 m = m0 + uint64(i)
                 if m < rows:  # the same for the whole warp: the shuffles stay full
@@ -195,6 +178,8 @@ def make_w4a8(chunks: int, x16: bool):
     def launch(out, a32, a_scale, w32, w_scales):
         if a32.shape[1] != 2 * w32.shape[1]:
             raise ValueError("a32 and w32 must cover the same K (pad both to a multiple of 8)")
+        if w32.shape[1] % 4:  # rows that are not whole 16-byte chunks
+            return qk.launch_w4a8_gemm_rows(out, a32, a_scale, w32, w_scales)
         gemm[-(-out.shape[1] // WPB), 32 * WPB](a32, a_scale, w32, w_scales, out)
 
     launch.kernel = gemm

@@ -40,7 +40,6 @@ _S = _sizes(gpu=dict(warp_values=32, block=256, block_small=128, block_values=32
 WARP_VALUES = _S.warp_values  # values per lane in the warp-per-row kernel: rows up to 32 * this
 BLOCK = _S.block  # threads of the block-per-row kernel (the default; block_threads() picks by row length)
 BLOCK_SMALL = _S.block_small
-BLOCK_WARPS = BLOCK // 32  # a constant: the GPU compiler takes no expression as a shape
 BLOCK_VALUES = _S.block_values  # values per thread there: rows up to BLOCK * this
 WARPS_PER_BLOCK = _S.warps_per_block  # rows per block in the warp-per-row kernel
 EPS = 1e-5
@@ -442,9 +441,6 @@ def launch_welford_per_element(y, mean, rstd, x, gamma, beta, eps=EPS):
         raise KernelLabArgumentError(f"rows of {x.shape[1]}: at most {32 * WARP_VALUES} values per row")
     welford_per_element_warp[-(-x.shape[0] // WARPS_PER_BLOCK), 32 * WARPS_PER_BLOCK](x, gamma, beta, y, mean, rstd,
                                                                                       float32(eps))
-
-
-WARP_ROW_LIMIT = _sizes(gpu=dict(n=1024), sim=dict(n=64)).n  # the predicted crossover; 03.3's sweep measures it
 
 
 def block_threads(n: int) -> int:
