@@ -1,0 +1,256 @@
+"""Warp-level tensor-core instructions from Numba kernels, as inline PTX: ``mma.sync``, ``ldmatrix``,
+``cp.async``, and the conversions around them.
+
+numba-cuda has no intrinsics for the instructions a FlashAttention-2-style kernel is made of: the
+warp-wide matrix multiply-accumulate ``mma.sync.m16n8k16`` (HMMA in the SASS), ``ldmatrix`` (four
+8 x 8 tiles of 16-bit values from shared memory into the fragment layout ``mma`` wants, optionally
+transposed), and ``cp.async`` (a 16-byte copy from global to shared memory that does not pass through
+registers, so a tile can be in flight while the warp computes). Each is one line of PTX, so each is
+a Numba *intrinsic* that writes that line into the kernel's LLVM IR (as ``quant.dp4a`` does for DP4A).
+
+The fragment layout of ``mma.m16n8k16`` (PTX ISA, "Matrix Fragments for mma.m16n8k16"), with
+``g = lane // 4`` and ``t = lane % 4``; every register holds two 16-bit values (low half first):
+
+* A (16 x 16, row-major): ``a0 = A[g, 2t:2t+2]``, ``a1 = A[g+8, 2t:2t+2]``, ``a2 = A[g, 2t+8:2t+10]``,
+  ``a3 = A[g+8, 2t+8:2t+10]``;
+* B (16 x 8, "col": stored n-major): ``b0 = B[2t:2t+2, g]``, ``b1 = B[2t+8:2t+10, g]``;
+* C and D (16 x 8, float32): ``c0, c1 = C[g, 2t], C[g, 2t+1]``, ``c2, c3 = C[g+8, 2t], C[g+8, 2t+1]``.
+
+``ldmatrix.x4``: lane ``i`` gives the address of row ``i % 8`` of tile ``i // 8`` (16 contiguous bytes);
+register ``r`` of every lane receives tile ``r``, row ``g``, elements ``2t, 2t+1`` (with ``.trans``:
+row ``2t`` and ``2t+1`` of column ``g``, i.e. the tile transposed).
+
+Shared-memory arguments are a shared array and an element index; the intrinsic takes the element's
+address and converts it to the 32-bit shared-window address the instructions want. Global addresses
+for ``cp.async`` must be 16-byte aligned. In the simulator these names are Python functions built on
+the (Kernel Lab-patched) warp shuffles, computing the same values, so a kernel written with them
+runs in both places; see ``_sim_*`` below.
+"""
+
+from __future__ import annotations
+
+from .environment import on_simulator
+
+__all__ = ["mma_f16", "mma_bf16", "ldmatrix_x4", "ldmatrix_x4_trans", "ldmatrix_x4_at", "ldmatrix_x4_trans_at",
+           "cp_async16", "cp_async16_at", "cp_async_commit", "cp_async_wait_all", "cp_async_wait_one", "pack_f16x2",
+           "pack_bf16x2", "exp2_approx", "shared_address", "global_address"]
+
+MMA = "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {{$0,$1,$2,$3}}, {{$4,$5,$6,$7}}, {{$8,$9}}, " \
+      "{{$10,$11,$12,$13}};"
+LDMATRIX = "ldmatrix.sync.aligned.m8n8.x4{trans}.shared.b16 {{$0,$1,$2,$3}}, [$4];"
+CP_ASYNC = "cp.async.cg.shared.global [$0], [$1], 16, $2;"  # $2 source bytes: 0 zero-fills the 16 bytes
+
+
+def _gpu():
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda import cgutils
+    from numba.cuda.api_util import normalize_indices
+    from numba.cuda.core.errors import NumbaTypeError
+    from numba.cuda.extending import intrinsic
+
+    i32, f32 = ir.IntType(32), ir.FloatType()
+
+    def element_pointer(context, builder, array_type, array, index_type, index):
+        index_type, indices = normalize_indices(context, builder, index_type, index, array_type, array_type.dtype)
+        struct = context.make_array(array_type)(context, builder, value=array)
+        return cgutils.get_item_pointer(context, builder, array_type, struct, indices, wraparound=False)
+
+    def shared_u32(builder, ptr):
+        # generic -> shared window (cvta.to.shared), then the 32-bit address the instructions take
+        shared = builder.addrspacecast(ptr, ir.IntType(8).as_pointer(3))
+        return builder.trunc(builder.ptrtoint(shared, ir.IntType(64)), i32)
+
+    def words(context, builder, values, value_types):
+        return [context.cast(builder, v, t, types.uint32) for v, t in zip(values, value_types)]
+
+    def require_array(array, what):
+        if not isinstance(array, types.Array):
+            raise NumbaTypeError(f"{what}: expected an array, got {array}")
+
+    def make_mma(kind):
+        asm = MMA.format(t=kind)
+
+        @intrinsic
+        def mma(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+            for x in (a0, a1, a2, a3, b0, b1):
+                if not isinstance(x, types.Integer):
+                    raise NumbaTypeError(f"mma_{kind}: A and B registers are 32-bit words (two {kind} values), got {x}")
+            sig = types.UniTuple(types.float32, 4)(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
+
+            def codegen(context, builder, signature, args):
+                regs = words(context, builder, args[:6], signature.args[:6])
+                accs = [context.cast(builder, v, t, types.float32) for v, t in zip(args[6:], signature.args[6:])]
+                out = ir.LiteralStructType([f32] * 4)
+                fn = ir.FunctionType(out, [i32] * 6 + [f32] * 4)
+                res = builder.asm(fn, asm, "=f,=f,=f,=f,r,r,r,r,r,r,0,1,2,3", regs + accs, side_effect=False)
+                return context.make_tuple(builder, signature.return_type,
+                                          [builder.extract_value(res, k) for k in range(4)])
+
+            return sig, codegen
+
+        return mma
+
+    def make_ldmatrix(trans, by_address):
+        asm = LDMATRIX.format(trans=".trans" if trans else "")
+        fn = ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32])
+
+        def emit(context, builder, signature, address):
+            # side effect: it reads memory that cp.async and other threads write (ordered by the
+            # barriers around it), so it must not be hoisted or merged across them
+            res = builder.asm(fn, asm, "=r,=r,=r,=r,r,~{memory}", [address], side_effect=True)
+            return context.make_tuple(builder, signature.return_type, [builder.extract_value(res, k) for k in range(4)])
+
+        if by_address:
+            @intrinsic
+            def ldmatrix_at(typingctx, address):
+                if not isinstance(address, types.Integer):
+                    raise NumbaTypeError(f"ldmatrix at an address: a 32-bit shared-window address, got {address}")
+
+                def codegen(context, builder, signature, args):
+                    return emit(context, builder, signature,
+                                context.cast(builder, args[0], signature.args[0], types.uint32))
+
+                return types.UniTuple(types.uint32, 4)(address), codegen
+
+            return ldmatrix_at
+
+        @intrinsic
+        def ldmatrix(typingctx, array, index):
+            require_array(array, "ldmatrix")
+            sig = types.UniTuple(types.uint32, 4)(array, index)
+
+            def codegen(context, builder, signature, args):
+                ptr = element_pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1])
+                return emit(context, builder, signature, shared_u32(builder, ptr))
+
+            return sig, codegen
+
+        return ldmatrix
+
+    cp_fn = ir.FunctionType(ir.VoidType(), [i32, ir.IntType(8).as_pointer(1), i32])
+
+    @intrinsic
+    def cp_async16(typingctx, dst, dst_index, src, src_index, src_bytes):
+        require_array(dst, "cp_async16")
+        require_array(src, "cp_async16")
+        sig = types.void(dst, dst_index, src, src_index, src_bytes)
+
+        def codegen(context, builder, signature, args):
+            d = element_pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1])
+            s = element_pointer(context, builder, signature.args[2], args[2], signature.args[3], args[3])
+            s = builder.addrspacecast(builder.bitcast(s, ir.IntType(8).as_pointer()), ir.IntType(8).as_pointer(1))
+            n = context.cast(builder, args[4], signature.args[4], types.uint32)
+            builder.asm(cp_fn, CP_ASYNC, "r,l,r,~{memory}", [shared_u32(builder, d), s, n], side_effect=True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def cp_async16_at(typingctx, dst_address, src_address, src_bytes):
+        """``cp_async16`` by addresses: a 32-bit shared-window address and a 64-bit global one."""
+        sig = types.void(dst_address, src_address, src_bytes)
+
+        def codegen(context, builder, signature, args):
+            d = context.cast(builder, args[0], signature.args[0], types.uint32)
+            g = context.cast(builder, args[1], signature.args[1], types.uint64)
+            g = builder.inttoptr(g, ir.IntType(8).as_pointer(1))
+            n = context.cast(builder, args[2], signature.args[2], types.uint32)
+            builder.asm(cp_fn, CP_ASYNC, "r,l,r,~{memory}", [d, g, n], side_effect=True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def global_address(typingctx, array, index):
+        """The 64-bit global address of ``array[index]``, for address arithmetic (``cp_async16_at``)."""
+        require_array(array, "global_address")
+
+        def codegen(context, builder, signature, args):
+            ptr = element_pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1])
+            return builder.ptrtoint(ptr, ir.IntType(64))
+
+        return types.uint64(array, index), codegen
+
+    def make_barrier_op(asm):
+        @intrinsic
+        def op(typingctx):
+            def codegen(context, builder, signature, args):
+                builder.asm(ir.FunctionType(ir.VoidType(), []), asm, "~{memory}", [], side_effect=True)
+                return context.get_dummy_value()
+
+            return types.void(), codegen
+
+        return op
+
+    def make_pack(kind):
+        asm = f"cvt.rn.{kind}x2.f32 $0, $1, $2;"  # $1 goes to the upper half, $2 to the lower
+
+        @intrinsic
+        def pack(typingctx, lo, hi):
+            sig = types.uint32(lo, hi)
+
+            def codegen(context, builder, signature, args):
+                lo_, hi_ = (context.cast(builder, v, t, types.float32) for v, t in zip(args, signature.args))
+                return builder.asm(ir.FunctionType(i32, [f32, f32]), asm, "=r,f,f", [hi_, lo_], side_effect=False)
+
+            return sig, codegen
+
+        return pack
+
+    @intrinsic
+    def exp2_approx(typingctx, x):
+        sig = types.float32(x)
+
+        def codegen(context, builder, signature, args):
+            v = context.cast(builder, args[0], signature.args[0], types.float32)
+            return builder.asm(ir.FunctionType(f32, [f32]), "ex2.approx.ftz.f32 $0, $1;", "=f,f", [v],
+                               side_effect=False)
+
+        return sig, codegen
+
+    @intrinsic
+    def shared_address(typingctx, array, index):
+        """The 32-bit shared-window address of ``array[index]`` (for tests and for reading the PTX)."""
+        require_array(array, "shared_address")
+
+        def codegen(context, builder, signature, args):
+            ptr = element_pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1])
+            return shared_u32(builder, ptr)
+
+        return types.uint32(array, index), codegen
+
+    return dict(mma_f16=make_mma("f16"), mma_bf16=make_mma("bf16"), ldmatrix_x4=make_ldmatrix(False, False),
+                ldmatrix_x4_trans=make_ldmatrix(True, False), ldmatrix_x4_at=make_ldmatrix(False, True),
+                ldmatrix_x4_trans_at=make_ldmatrix(True, True), cp_async16=cp_async16, cp_async16_at=cp_async16_at,
+                global_address=global_address,
+                cp_async_commit=make_barrier_op("cp.async.commit_group;"),
+                cp_async_wait_all=make_barrier_op("cp.async.wait_group 0;"),
+                cp_async_wait_one=make_barrier_op("cp.async.wait_group 1;"),
+                pack_f16x2=make_pack("f16"), pack_bf16x2=make_pack("bf16"), exp2_approx=exp2_approx,
+                shared_address=shared_address)
+
+
+def _simulated():
+    from . import _mma_sim
+
+    return _mma_sim.functions()
+
+
+_impl = _simulated() if on_simulator() else _gpu()
+mma_f16 = _impl["mma_f16"]
+mma_bf16 = _impl["mma_bf16"]
+ldmatrix_x4 = _impl["ldmatrix_x4"]
+ldmatrix_x4_trans = _impl["ldmatrix_x4_trans"]
+ldmatrix_x4_at = _impl["ldmatrix_x4_at"]
+ldmatrix_x4_trans_at = _impl["ldmatrix_x4_trans_at"]
+cp_async16 = _impl["cp_async16"]
+cp_async16_at = _impl["cp_async16_at"]
+cp_async_commit = _impl["cp_async_commit"]
+cp_async_wait_all = _impl["cp_async_wait_all"]
+cp_async_wait_one = _impl["cp_async_wait_one"]
+pack_f16x2 = _impl["pack_f16x2"]
+pack_bf16x2 = _impl["pack_bf16x2"]
+exp2_approx = _impl["exp2_approx"]
+shared_address = _impl["shared_address"]
+global_address = _impl["global_address"]
