@@ -164,6 +164,52 @@ def tensor_core_flow(path=HERE / "attention-tensor-core-flow.svg"):
     save(fig, ax, path, (-0.3, 15.8), (0, 3.2))
 
 
+def mma_fragments(path=HERE / "attention-mma-fragments.svg"):
+    """The register kernel: what lane (g, t) holds of S after mma.m16n8k16, the quad's shuffles, and
+    the same registers becoming the A operand of O += P V."""
+    fig, ax = plt.subplots(figsize=(11, 4.2))
+    cell, rows, keys = 0.22, 16, 32
+    g, t = 2, 1  # the lane drawn in colour: lane 4g + t = 9
+    top, x0 = 5.6, 0.6
+    fills = [(g, g + 1, 0, keys, BLUE), (g + 8, g + 9, 0, keys, BLUE)]
+    fills += [(r, r + 1, 8 * nt + 2 * t, 8 * nt + 2 * t + 2, ORANGE) for nt in range(keys // 8) for r in (g, g + 8)]
+    _cell_grid(ax, x0, top, rows, keys, cell, cell, 0.2, fills)
+    for nt in range(keys // 8 + 1):  # the n-tiles of 8 keys, one mma each
+        ax.plot([x0 + 8 * nt * cell] * 2, [top - rows * cell, top], color="black", lw=1.0)
+    ax.text(x0 + keys * cell / 2, top + 0.25, "S in registers: a warp's 16 rows x 32 keys (4 n-tiles)",
+            ha="center", fontsize=8)
+    for r in (g, g + 8):
+        ax.text(x0 - 0.1, top - (r + 0.5) * cell, f"row {r}", ha="right", va="center", fontsize=6.5)
+    ax.text(x0 + keys * cell / 2, top - rows * cell - 0.3,
+            f"lane {4 * g + t} (g = {g}, t = {t}): rows g and g + 8, keys 2t, 2t + 1 of every n-tile (orange):\n"
+            "s[4nt + 0..1] and s[4nt + 2..3]; lanes 4g .. 4g + 3 (the quad) share the two rows (blue)",
+            ha="center", va="top", fontsize=7)
+    xs = x0 + keys * cell + 1.4  # the quad's butterfly: xor 1 then xor 2
+    for c in range(4):
+        box(ax, xs, top - 0.6 - c * 0.42, 1.0, 0.34, f"lane {4 * g + c}", ORANGE if c == t else BLUE, fontsize=6.5)
+    xa = xs + 1.15
+    for d in (1, 2):
+        for c in range(4):
+            if c < c ^ d:
+                x = xa + (c % d) * 0.14
+                ax.annotate("", xy=(x, top - 0.43 - (c ^ d) * 0.42), xytext=(x, top - 0.43 - c * 0.42),
+                            arrowprops=dict(arrowstyle="<->", lw=0.5, shrinkA=0, shrinkB=0, mutation_scale=5))
+        ax.text(xa + (d - 1) * 0.07, top - 0.43 - 3 * 0.42 - 0.2, f"xor {d}", ha="center", va="top", fontsize=6.5)
+        xa += d * 0.14 + 0.35
+    ax.text(xs + 0.9, top + 0.25, "a row's max: each lane's,\nthen 2 shuffles", ha="center", fontsize=8)
+    xp, bw = xs + 3.6, 5.0
+    box(ax, xp, top - 1.0, bw, 0.8, "p = exp2(s * scale * log2 e - m)\n(still the C fragment, float32)", ORANGE,
+        fontsize=7)
+    arrow(ax, xp + bw / 2, top - 1.05, xp + bw / 2, top - 1.65)
+    box(ax, xp, top - 2.5, bw, 0.8, "pack(s[4nt], s[4nt + 1]) -> one fp16x2 register:\nthe A fragment of O += P V",
+        GREEN, fontsize=7)
+    arrow(ax, xp + bw / 2, top - 2.55, xp + bw / 2, top - 3.15)
+    box(ax, xp, top - 4.0, bw, 0.8, "mma.m16n8k16: P (registers) x V (ldmatrix.trans\nfrom shared memory), into O",
+        PURPLE, fontsize=7)
+    ax.text(xp + bw / 2, top + 0.25, "no shared memory between the two products", ha="center", fontsize=8)
+    save(fig, ax, path, (-0.5, xp + bw + 0.2), (top - rows * cell - 1.0, top + 0.7))
+
+
 def backward_ownership(path=HERE / "attention-backward.svg"):
     """Who owns which gradient row: no atomics."""
     fig, ax = plt.subplots(figsize=(11, 3.6))
@@ -215,5 +261,6 @@ if __name__ == "__main__":
     fused_tiles()
     tiled_lanes()
     tensor_core_flow()
+    mma_fragments()
     backward_ownership()
     traffic_plot()

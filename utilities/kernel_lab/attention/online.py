@@ -104,7 +104,7 @@ TILED_MISTAKES = {
 
 
 def tiled_forward(q, k, v, *, scale=None, kv_lens=None, causal=False, block_n=8, row_group=4,
-                  mistake: str | None = None):
+                  mistake: str | None = None, layout: str = "strided"):
     """``(O, lse)`` in float64 as the register-tiled kernel computes them, lane by lane, with one of
     ``TILED_MISTAKES`` (``None``: the right result, up to rounding).
 
@@ -113,6 +113,9 @@ def tiled_forward(q, k, v, *, scale=None, kv_lens=None, causal=False, block_n=8,
     ``(c // 4) % row_group == g``); each keeps its own running max, partial normaliser and
     accumulator; every lane reads the P of all the row's keys (written to shared memory) for its
     columns. ``block_n`` keys per tile (a multiple of ``row_group``).
+
+    ``layout="mma"``: the quad of ``mma.sync``'s C fragment (``attention.flash``, 04.4): four lanes a
+    row, lane ``t`` owning the keys and the output columns ``x`` with ``(x % 8) // 2 == t``.
     """
     if mistake is not None and mistake not in TILED_MISTAKES:
         raise ValueError(f"unknown mistake {mistake!r}; known: {', '.join(TILED_MISTAKES)}")
@@ -125,7 +128,12 @@ def tiled_forward(q, k, v, *, scale=None, kv_lens=None, causal=False, block_n=8,
     m = np.full((b, h, sq, g_n), -np.inf)
     ell = np.zeros((b, h, sq, g_n))
     acc = np.zeros((b, h, sq, g_n, d))
-    key_lane = np.arange(sk) % g_n
+    if layout not in ("strided", "mma"):
+        raise ValueError(f"layout must be 'strided' or 'mma', got {layout!r}")
+    mma = layout == "mma"
+    if mma and g_n != 4:
+        raise ValueError("the mma layout has four lanes a row (row_group=4)")
+    key_lane = (np.arange(sk) % 8) // 2 if mma else np.arange(sk) % g_n
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         for j0 in range(0, sk, block_n):
             s = s_all[..., j0:j0 + block_n]
@@ -142,7 +150,7 @@ def tiled_forward(q, k, v, *, scale=None, kv_lens=None, causal=False, block_n=8,
             acc = acc * alpha[..., None] + np.einsum("bhij,bhjd->bhid", p, v[:, :, j0:j0 + block_n])[..., None, :]
             m = m_new
         total = ell if mistake == "normaliser_partial" else np.broadcast_to(ell.sum(-1, keepdims=True), ell.shape)
-        col_lane = (np.arange(d) // 4) % g_n
+        col_lane = (np.arange(d) % 8) // 2 if mma else (np.arange(d) // 4) % g_n
         acc_own = np.take_along_axis(acc, col_lane[None, None, None, None, :], axis=3)[..., 0, :]
         l_own = total[..., col_lane]
         out = np.where(l_own > 0, acc_own / np.where(l_own > 0, l_own, 1.0), 0.0)

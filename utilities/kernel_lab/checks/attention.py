@@ -292,7 +292,7 @@ def _forward_tolerances(q, k, v, kv_lens, causal, scale, fmt):
 
 def check_attention_forward(launch, *, name: str = "fused attention", head_dims=(64, 128), causal=(False, True),
                             block_m: int | None = None, block_n: int | None = None, seq: int | None = None,
-                            dtype=np.float32, fmt=None, seed=None, row_group: int | None = None) -> None:
+                            dtype=np.float32, fmt=None, seed=None, row_group: int | str | None = None) -> None:
     """``launch(o, lse, q, k, v, kv_lens, causal, scale)``: attention forward into float32 ``o``
     ``[batch, heads, seq, head_dim]`` and ``lse`` ``[batch, heads, seq]`` (both poisoned).
 
@@ -302,7 +302,8 @@ def check_attention_forward(launch, *, name: str = "fused attention", head_dims=
     block-wise mistakes with them to name yours. ``seq`` defaults to ``2 * block_m + 3``.
     ``row_group``: for a register-tiled kernel (``attention.tiled``), the lanes that share a query
     row (``cfg.cg``): the check then also names the mistakes of its lanes (a row max or a normaliser
-    not combined over the row group, P shared without ``syncwarp``, found by the simulator).
+    not combined over the row group, P shared without ``syncwarp``, found by the simulator); ``"mma"``
+    for the quads of ``mma.sync``'s fragments (``attention.flash``, four lanes a row, interleaved).
     """
     require_callable(launch, "launch")
     if isinstance(causal, bool):
@@ -390,10 +391,12 @@ def _forward_hint(got_o, got_l, q, k, v, lens, causal, scale, rate, mag, mag_l, 
                                                       block_n=block, block_m=bm, mistake=mistake)
                 if matches(var_o, var_l):
                     return _named(key)
-        if row_group:  # the lanes of the register-tiled kernel
+        if row_group:  # the lanes of the register-tiled kernel, or of mma.sync's quads
+            mma = row_group == "mma"
             for mistake, key in _TILED_VARIANTS.items():
                 var_o, var_l = online.tiled_forward(q, k, v, scale=scale, kv_lens=lens, causal=causal, block_n=bn,
-                                                    row_group=row_group, mistake=mistake)
+                                                    row_group=4 if mma else row_group, mistake=mistake,
+                                                    layout="mma" if mma else "strided")
                 if matches(var_o, var_l, own_scale=True):
                     return _named(key)
         # a mask after the max in a kernel that divides by l = 0: NaN where the emulation gives 0
