@@ -140,12 +140,16 @@ def _make_ldmatrix(trans, by_address):
     return ldmatrix
 
 
-def _copy16(dst, di, src, si, src_bytes):
-    n = 16 // _itemsize(dst)
-    if _itemsize(src) != _itemsize(dst):
-        raise TypeError("cp_async16 copies between arrays of one element size")
-    for k in range(n):
-        dst[di + k] = src[si + k] if int(src_bytes) else 0
+def _copy16(dst, di, src, si, src_bytes, nbytes=16):
+    """Copy ``nbytes`` bytes (or zeros, if ``src_bytes`` is 0) between arrays of any element types."""
+    ds, ss = _itemsize(dst), _itemsize(src)
+    if int(src_bytes):
+        raw = np.array([src[si + k] for k in range(nbytes // ss)], dtype=np.dtype(src.dtype))
+    else:
+        raw = np.zeros(nbytes // ss, dtype=np.dtype(src.dtype))
+    values = raw.view(np.dtype(dst.dtype))
+    for k in range(nbytes // ds):
+        dst[di + k] = values[k]
 
 
 def cp_async16(dst, dst_index, src, src_index, src_bytes):
@@ -156,6 +160,12 @@ def cp_async16_at(dst_address, src_address, src_bytes):
     dst, di = _space.resolve(dst_address, "cp_async16_at (destination)")
     src, si = _space.resolve(src_address, "cp_async16_at (source)")
     _copy16(dst, di, src, si, src_bytes)
+
+
+def cp_async4_at(dst_address, src_address, src_bytes):
+    dst, di = _space.resolve(dst_address, "cp_async4_at (destination)")
+    src, si = _space.resolve(src_address, "cp_async4_at (source)")
+    _copy16(dst, di, src, si, src_bytes, nbytes=4)
 
 
 def _nothing():
@@ -173,7 +183,7 @@ def functions() -> dict:
     return dict(mma_f16=_make_mma("f16"), mma_bf16=_make_mma("bf16"),
                 ldmatrix_x4=_make_ldmatrix(False, False), ldmatrix_x4_trans=_make_ldmatrix(True, False),
                 ldmatrix_x4_at=_make_ldmatrix(False, True), ldmatrix_x4_trans_at=_make_ldmatrix(True, True),
-                cp_async16=cp_async16, cp_async16_at=cp_async16_at, cp_async_commit=_nothing,
+                cp_async16=cp_async16, cp_async16_at=cp_async16_at, cp_async4_at=cp_async4_at, cp_async_commit=_nothing,
                 cp_async_wait_all=_nothing, cp_async_wait_one=_nothing,
                 pack_f16x2=lambda lo, hi: _word(lo, hi, "f16"), pack_bf16x2=lambda lo, hi: _word(lo, hi, "bf16"),
                 exp2_approx=exp2_approx, shared_address=_space.address, global_address=_space.address)

@@ -32,13 +32,14 @@ from __future__ import annotations
 from .environment import on_simulator
 
 __all__ = ["mma_f16", "mma_bf16", "ldmatrix_x4", "ldmatrix_x4_trans", "ldmatrix_x4_at", "ldmatrix_x4_trans_at",
-           "cp_async16", "cp_async16_at", "cp_async_commit", "cp_async_wait_all", "cp_async_wait_one", "pack_f16x2",
+           "cp_async16", "cp_async16_at", "cp_async4_at", "cp_async_commit", "cp_async_wait_all", "cp_async_wait_one", "pack_f16x2",
            "pack_bf16x2", "exp2_approx", "shared_address", "global_address"]
 
 MMA = "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {{$0,$1,$2,$3}}, {{$4,$5,$6,$7}}, {{$8,$9}}, " \
       "{{$10,$11,$12,$13}};"
 LDMATRIX = "ldmatrix.sync.aligned.m8n8.x4{trans}.shared.b16 {{$0,$1,$2,$3}}, [$4];"
 CP_ASYNC = "cp.async.cg.shared.global [$0], [$1], 16, $2;"  # $2 source bytes: 0 zero-fills the 16 bytes
+CP_ASYNC4 = "cp.async.ca.shared.global [$0], [$1], 4, $2;"  # 4 bytes (the .cg form takes 16 only)
 
 
 def _gpu():
@@ -146,20 +147,23 @@ def _gpu():
 
         return sig, codegen
 
-    @intrinsic
-    def cp_async16_at(typingctx, dst_address, src_address, src_bytes):
-        """``cp_async16`` by addresses: a 32-bit shared-window address and a 64-bit global one."""
-        sig = types.void(dst_address, src_address, src_bytes)
+    def make_cp_async_at(asm):
+        @intrinsic
+        def cp_async_at(typingctx, dst_address, src_address, src_bytes):
+            """``cp.async`` by addresses: a 32-bit shared-window address and a 64-bit global one."""
+            sig = types.void(dst_address, src_address, src_bytes)
 
-        def codegen(context, builder, signature, args):
-            d = context.cast(builder, args[0], signature.args[0], types.uint32)
-            g = context.cast(builder, args[1], signature.args[1], types.uint64)
-            g = builder.inttoptr(g, ir.IntType(8).as_pointer(1))
-            n = context.cast(builder, args[2], signature.args[2], types.uint32)
-            builder.asm(cp_fn, CP_ASYNC, "r,l,r,~{memory}", [d, g, n], side_effect=True)
-            return context.get_dummy_value()
+            def codegen(context, builder, signature, args):
+                d = context.cast(builder, args[0], signature.args[0], types.uint32)
+                g = context.cast(builder, args[1], signature.args[1], types.uint64)
+                g = builder.inttoptr(g, ir.IntType(8).as_pointer(1))
+                n = context.cast(builder, args[2], signature.args[2], types.uint32)
+                builder.asm(cp_fn, asm, "r,l,r,~{memory}", [d, g, n], side_effect=True)
+                return context.get_dummy_value()
 
-        return sig, codegen
+            return sig, codegen
+
+        return cp_async_at
 
     @intrinsic
     def global_address(typingctx, array, index):
@@ -222,7 +226,8 @@ def _gpu():
 
     return dict(mma_f16=make_mma("f16"), mma_bf16=make_mma("bf16"), ldmatrix_x4=make_ldmatrix(False, False),
                 ldmatrix_x4_trans=make_ldmatrix(True, False), ldmatrix_x4_at=make_ldmatrix(False, True),
-                ldmatrix_x4_trans_at=make_ldmatrix(True, True), cp_async16=cp_async16, cp_async16_at=cp_async16_at,
+                ldmatrix_x4_trans_at=make_ldmatrix(True, True), cp_async16=cp_async16, cp_async16_at=make_cp_async_at(CP_ASYNC),
+                cp_async4_at=make_cp_async_at(CP_ASYNC4),
                 global_address=global_address,
                 cp_async_commit=make_barrier_op("cp.async.commit_group;"),
                 cp_async_wait_all=make_barrier_op("cp.async.wait_group 0;"),
@@ -246,6 +251,7 @@ ldmatrix_x4_at = _impl["ldmatrix_x4_at"]
 ldmatrix_x4_trans_at = _impl["ldmatrix_x4_trans_at"]
 cp_async16 = _impl["cp_async16"]
 cp_async16_at = _impl["cp_async16_at"]
+cp_async4_at = _impl["cp_async4_at"]
 cp_async_commit = _impl["cp_async_commit"]
 cp_async_wait_all = _impl["cp_async_wait_all"]
 cp_async_wait_one = _impl["cp_async_wait_one"]
