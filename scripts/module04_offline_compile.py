@@ -48,6 +48,12 @@ def cuda_core(head_dims, cc):
     for d in head_dims:  # the register-tiled forward (04.3's second exercise), its default shape
         todo[f"tiled forward d={d}"] = (tiled.tiled_forward_kernel(tiled.default_config(d)),
                                         (flat, flat, flat, flat, flat, lens, i64, i64, i64, types.boolean, f32))
+    from kernel_lab.attention import flash, flash_backward
+
+    for d in head_dims:  # the mma.sync kernels of 04.4 and 04.5 (inline PTX: plain Numba compiles them)
+        fwd, bwd = flash.FlashAttention(head_dim=d), flash_backward.FlashBackward(head_dim=d)
+        todo[f"mma.sync forward d={d}"] = (fwd.dispatcher, fwd.argument_types())
+        todo[f"mma.sync backward d={d}"] = (bwd.dispatcher, bwd.argument_types())
     for name, (kern, sig) in todo.items():
         t0 = time.perf_counter()
         ptx, _ = cuda.compile(kern.py_func, sig, cc=cc, output="ptx")

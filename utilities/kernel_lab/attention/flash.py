@@ -330,6 +330,20 @@ def _build(head_dim: int, block_n: int, warps: int, m_tiles: int, precision: str
     return cuda.jit(kernel, launch_bounds=(NT, min_blocks)), smem_bytes
 
 
+def require_mma_gpu(what: str) -> None:
+    """A clear error on a GPU older than Ampere: ``mma.sync.m16n8k16`` with fp16 or bf16 operands,
+    ``cp.async`` and ``ldmatrix`` all need compute capability 8.0 (the simulator runs them anyway)."""
+    if on_simulator():
+        return
+    try:
+        cc = cuda.get_current_device().compute_capability
+    except Exception:  # no device at all (compiling offline): the launch, not this, would fail
+        return
+    if tuple(cc) < (8, 0):
+        raise RuntimeError(f"{what} needs a GPU of compute capability 8.0 or newer (mma.sync.m16n8k16, cp.async); "
+                           f"this one is {cc[0]}.{cc[1]}")
+
+
 def _on_device(x, name):
     """A Numba device array (a view: no copy) of a Numba, CuPy or PyTorch GPU array."""
     from numba import cuda
@@ -361,6 +375,7 @@ class FlashAttention:
             raise ValueError(f"{warps} warps cannot share a {block_n} x {head_dim} tile's 16-byte copies evenly")
         if precision not in ("float16", "bfloat16"):
             raise ValueError(f"precision must be float16 or bfloat16, got {precision!r}")
+        require_mma_gpu("FlashAttention")
         self.head_dim, self.block_n, self.warps, self.m_tiles, self.precision = head_dim, block_n, warps, m_tiles, precision
         self.block_m, self.threads, self.min_blocks, self.q_smem = 16 * warps * m_tiles, 32 * warps, min_blocks, q_smem
         self.dispatcher, self.smem_bytes = _build(head_dim, block_n, warps, m_tiles, precision, min_blocks,

@@ -32,7 +32,7 @@ from ..environment import on_simulator
 from numba import cuda, float32, int32, int64, uint16, uint32  # noqa: E402  (kernel_lab chose GPU or simulator)
 
 from .. import mma_ptx as ptx  # noqa: E402
-from .flash import LOG2E, _on_device  # noqa: E402
+from .flash import LOG2E, _on_device, require_mma_gpu  # noqa: E402
 
 BQ, HALF = 64, 32  # queries per step, queries per half step (a block owns 16 keys per warp)
 
@@ -320,6 +320,7 @@ class FlashBackward:
             raise ValueError(f"precision must be float16 or bfloat16, got {precision!r}")
         if warps not in (4, 8):
             raise ValueError(f"warps must be 4 or 8 (16 keys each), got {warps}")
+        require_mma_gpu("FlashBackward")
         self.head_dim, self.precision, self.warps = head_dim, precision, warps
         self.dispatcher, self.smem_bytes, self.threads, self.block_n = _build(head_dim, precision, warps, grad)
         self._opted_in = False
