@@ -6,21 +6,27 @@ control; so ``S`` makes a round trip through shared memory, the row update runs 
 row between two barriers, and ``P`` makes another. This kernel is what FlashAttention-2 does
 instead, with the warp-level instructions of :mod:`kernel_lab.mma_ptx`:
 
-* each warp owns 16 query rows; its ``Q`` fragments are loaded once, from global memory straight
-  into the registers ``mma``'s A operand wants, and stay there;
+* each warp owns ``16 * m_tiles`` query rows (two m-tiles by default: every K or V fragment it loads
+  then serves two ``mma``); ``Q``'s A fragments either stay in registers for the whole kernel
+  (loaded once from global memory, when they fit in 32 registers) or stay in shared memory and
+  ``ldmatrix`` brings each k-step's (head_dim 128 with two m-tiles);
 * ``S = Q K^T`` is ``mma.m16n8k16`` with K's fragments read by ``ldmatrix`` (K stored ``[key, d]``
   is ``K^T`` stored column-major: no transpose);
-* the softmax runs on the ``S`` fragment in registers: a lane holds two rows (``g`` and ``g + 8``),
-  so a row's max is its lane's max combined over the four lanes of its quad (two shuffles); the
-  row sums stay per lane until the end;
+* the softmax runs on the ``S`` fragment in registers (``fragment_softmax``, notebook 04.4's second
+  exercise): a lane holds two rows (``g`` and ``g + 8``), so a row's max is its lane's max combined
+  over the four lanes of its quad (two shuffles); the row sums stay per lane until the end;
 * the C fragment of ``m16n8`` has exactly the A fragment's layout of ``m16n8k16``, so ``P`` goes from
   float32 registers to packed fp16 (or bf16) registers and into the second product with no data
   movement at all; V's fragments come from ``ldmatrix.trans``;
 * K and V tiles arrive by ``cp.async`` into a swizzled layout (16-byte chunk ``c`` of row ``r`` at
-  chunk ``c ^ (r % 8)``, so ``ldmatrix``'s eight rows hit eight different bank groups): the next K
-  tile is in flight during ``P V``, the V tile during ``Q K^T`` and the softmax;
-* softmax in base 2 (``exp2(x * scale * log2 e - m)``, one FFMA and one MUFU.EX2 per score), and
-  the queries' blocks launched heaviest first when causal, so the last wave is the short blocks.
+  chunk ``c ^ (r % 8)``, so ``ldmatrix``'s eight rows hit eight different bank groups), two stages
+  each: one barrier per key block, the next block in flight during this one;
+* every shared-memory address is a base plus a compile-time constant plus one of four per-lane
+  offsets that carry the swizzle, so each ``ldmatrix`` is ``[register + immediate]``: computing them
+  from element indices cost a third of the time (scripts/probes/flash_attention.py);
+* softmax in base 2 (``exp2(s * scale * log2 e - m)``, one FFMA and one MUFU.EX2 per score), the mask
+  only in blocks that cross ``kv_len`` or the diagonal, the accumulator's rescale skipped when no
+  row's max moved, and the queries' blocks launched heaviest first when causal.
 
 Input fp16 or bf16 ``[batch, heads, seq, head_dim]`` (C-contiguous), output float32 ``o`` and ``lse``
 (natural log), the same interface and masks as ``tensor_core.TensorCoreAttention``: key ``j`` of
