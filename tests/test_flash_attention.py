@@ -53,6 +53,33 @@ def test_mma_matches_the_documented_fragment_layout():
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
 
 
+def test_ldmatrix_gives_each_lane_its_fragment_plain_and_transposed():
+    # four 8 x 8 tiles of 16-bit values, rows of 16 bytes; lane i points at row i % 8 of tile i // 8
+    tiles = np.arange(4 * 64, dtype=np.uint16).reshape(4, 8, 8)
+    out = np.zeros((2, 32, 4), np.uint32)
+
+    @cuda.jit
+    def load(out, flat):
+        sm = cuda.shared.array(256, np.uint16)
+        lane = cuda.threadIdx.x
+        for x in range(8):
+            sm[lane * 8 + x] = flat[lane * 8 + x]
+        cuda.syncthreads()
+        r = ptx.ldmatrix_x4(sm, lane * 8)
+        rt = ptx.ldmatrix_x4_trans(sm, lane * 8)
+        for x in range(4):
+            out[0, lane, x] = r[x]
+            out[1, lane, x] = rt[x]
+
+    load[1, 32](out, tiles.reshape(-1))
+    halves = out.view(np.uint16).reshape(2, 32, 4, 2)
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        for x in range(4):
+            assert halves[0, lane, x].tolist() == [tiles[x, g, 2 * t], tiles[x, g, 2 * t + 1]]
+            assert halves[1, lane, x].tolist() == [tiles[x, 2 * t, g], tiles[x, 2 * t + 1, g]]
+
+
 def test_pack_and_exp2():
     word = int(ptx.pack_f16x2(1.0, -2.0))
     assert np.array([word], np.uint32).view(np.float16).tolist() == [1.0, -2.0]  # low half first
@@ -76,6 +103,20 @@ def test_forward_matches_the_reference(m_tiles, causal):
     o, lse, ro, rl = _forward_case(64, 21, 18, causal, block_n=16, warps=2, m_tiles=m_tiles)
     assert np.abs(o - ro).max() < 2e-3  # P is rounded to fp16 before P V
     assert np.abs(lse - rl).max() < 1e-4
+
+
+def test_forward_in_bfloat16():
+    import ml_dtypes
+
+    d, n = 64, 12
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.standard_normal((1, 1, n, d)).astype(ml_dtypes.bfloat16) for _ in range(3))
+    o = cuda.to_device(np.full((1, 1, n, d), np.nan, np.float32))
+    lse = cuda.to_device(np.full((1, 1, n), np.nan, np.float32))
+    fa = flash.FlashAttention(head_dim=d, block_n=16, warps=2, m_tiles=1, precision="bfloat16")
+    fa(o, lse, *(cuda.to_device(x.view(np.uint16)) for x in (q, k, v)))
+    ro, _ = reference.forward(*(x.astype(np.float64) for x in (q, k, v)))
+    assert np.abs(o.copy_to_host() - ro).max() < 2e-2  # P rounded to bf16 (8 bits of mantissa)
 
 
 def test_forward_with_no_keys_writes_zeros_and_minus_infinity():
