@@ -113,6 +113,55 @@ def fragment_softmax_reference():
 
 
 @functools.lru_cache(maxsize=None)
+def tile_helpers(head_dim: int, threads: int):
+    """The shared-memory layout both mma.sync kernels use (this forward and ``flash_backward``), as
+    device functions ``(swizzled, load_rows, a_offset, lane_offsets)``:
+
+    * ``swizzled(row, chunk, width)``: the element index of 16-byte chunk ``chunk`` of row ``row`` in
+      a tile of rows of ``width`` 16-bit elements, the chunk XOR-swizzled by ``row % 8`` so that
+      ``ldmatrix``'s eight rows hit eight different bank groups;
+    * ``load_rows(dst, src, src_any, j0, valid, copies)``: this thread's ``copies`` 16-byte
+      ``cp.async`` of rows ``threads / (head_dim / 8)`` apart, from global byte address ``src`` (row
+      ``j0`` of its first copy) to shared ``dst``; a row at or past ``valid`` is zero-filled (source
+      size 0, from the valid address ``src_any``), so no product meets what lies beyond;
+    * ``a_offset(lane, q)``: the byte offset, from a tile's row 0, of the row and swizzled chunk this
+      lane points ``ldmatrix`` at for an A operand (and a transposed B), at k-steps ``4 n + q``;
+    * ``lane_offsets(koff, aoff, lane)``: the four offsets of each kind a lane keeps, ``koff`` for a B
+      operand stored n-major (K for ``Q Kᵀ``). Every ``ldmatrix`` address is then a base plus one of
+      them plus a compile-time constant (the instruction's immediate offset).
+    """
+    D = head_dim
+    CH = D // 8  # 16-byte chunks per row
+    RSTEP = threads // CH  # rows between one thread's copies (its chunk column stays the same)
+    ROW = 2 * D  # bytes of a row
+    QUADS = min(4, D // 16)
+
+    @cuda.jit(device=True, inline="always")
+    def swizzled(row, chunk, width):
+        return row * width + ((chunk ^ (row & 7)) << 3)
+
+    @cuda.jit(device=True, inline="always")
+    def load_rows(dst, src, src_any, j0, valid, copies):
+        for x in range(copies):
+            ok = j0 + x * RSTEP < valid
+            ptx.cp_async16_at(dst + x * RSTEP * ROW, src + x * RSTEP * ROW if ok else src_any, 16 if ok else 0)
+
+    @cuda.jit(device=True, inline="always")
+    def a_offset(lane, q):  # lane i: row i % 8 (+ 8 for tiles 1 and 3), chunk 2q (+ 1 for tiles 2 and 3)
+        x7 = lane & 7
+        return (x7 + (((lane >> 3) & 1) << 3)) * ROW + (((2 * q + (lane >> 4)) ^ x7) << 4)
+
+    @cuda.jit(device=True, inline="always")
+    def lane_offsets(koff, aoff, lane):
+        x7 = lane & 7
+        for q in range(QUADS):  # K^T: row i % 8 (+ 8 for tiles 2 and 3), chunk 2q (+ 1 for tiles 1 and 3)
+            koff[q] = (x7 + ((lane >> 4) << 3)) * ROW + (((2 * q + ((lane >> 3) & 1)) ^ x7) << 4)
+            aoff[q] = a_offset(lane, q)
+
+    return swizzled, load_rows, a_offset, lane_offsets
+
+
+@functools.lru_cache(maxsize=None)
 def _build(head_dim: int, block_n: int, warps: int, m_tiles: int, precision: str, min_blocks: int = 1,
            q_smem: bool = False, softmax=None):
     D, BN, W, MT = head_dim, block_n, warps, m_tiles
@@ -132,22 +181,8 @@ def _build(head_dim: int, block_n: int, warps: int, m_tiles: int, precision: str
     update = softmax or fragment_softmax_reference()
     NEG_INF = float32(-math.inf)
 
-    QUADS = min(4, KT)  # ldmatrix offsets a lane keeps: chunk 2q + {0, 1} of every 8, XOR-swizzled
-    RSTEP = NT // CH  # rows between one thread's 16-byte copies (its chunk column stays the same)
     ROW = 2 * D  # bytes of a tile row
-
-    @cuda.jit(device=True, inline="always")
-    def swizzled(row, chunk):  # element index of 16-byte chunk `chunk` of row `row` in a [rows, D] tile
-        return row * D + ((chunk ^ (row & 7)) << 3)
-
-    @cuda.jit(device=True, inline="always")
-    def load_rows(dst, src, src_any, j0, valid, copies):
-        # `copies` 16-byte copies of this thread, RSTEP rows apart, from global byte address `src`
-        # (row j0 of the thread's first copy) to shared `dst`. A row at or past `valid` is zero-filled
-        # (source size 0, from the valid address `src_any`): P V never meets what lies beyond.
-        for x in range(copies):
-            ok = j0 + x * RSTEP < valid
-            ptx.cp_async16_at(dst + x * RSTEP * ROW, src + x * RSTEP * ROW if ok else src_any, 16 if ok else 0)
+    swizzled, load_rows, _, lane_offsets = tile_helpers(D, NT)
 
     @cuda.jit(device=True, inline="always")
     def qk(sa, sb, qa, qaddr, kaddr, koff, aoff):
@@ -258,16 +293,11 @@ def _build(head_dim: int, block_n: int, warps: int, m_tiles: int, precision: str
 
         # shared-memory byte addresses: the block's window, the lane's ldmatrix offsets, the thread's copies
         sbase = ptx.shared_address(smem, 0)
-        x7 = lane & 7
-        k_row = x7 + ((lane >> 4) << 3)  # ldmatrix for K^T: the key row and chunk this lane points at
-        a_row = x7 + (((lane >> 3) & 1) << 3)  # ... for an A operand (Q) and for V (transposed)
         koff = cuda.local.array(4, int32)
         aoff = cuda.local.array(4, int32)
-        for q in range(QUADS):
-            koff[q] = k_row * ROW + (((2 * q + ((lane >> 3) & 1)) ^ x7) << 4)
-            aoff[q] = a_row * ROW + (((2 * q + (lane >> 4)) ^ x7) << 4)
+        lane_offsets(koff, aoff, lane)
         r0, c = tid // CH, tid % CH
-        dst0 = 2 * swizzled(r0, c)  # this thread's copies land at dst0 + x * RSTEP rows of a tile
+        dst0 = 2 * swizzled(r0, c, D)  # this thread's copies land at dst0 + x * RSTEP rows of a tile
         k_any = int64(ptx.global_address(kf, head_base))
         v_any = int64(ptx.global_address(vf, head_base))
         k_src = k_any + 2 * (r0 * D + c * 8)

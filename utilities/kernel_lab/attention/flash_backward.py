@@ -32,7 +32,7 @@ from ..environment import on_simulator
 from numba import cuda, float32, int32, int64, uint16, uint32  # noqa: E402  (kernel_lab chose GPU or simulator)
 
 from .. import mma_ptx as ptx  # noqa: E402
-from .flash import LOG2E, _on_device, require_mma_gpu  # noqa: E402
+from .flash import LOG2E, _on_device, require_mma_gpu, tile_helpers  # noqa: E402
 
 BQ, HALF = 64, 32  # queries per step, queries per half step (a block owns 16 keys per warp)
 
@@ -104,8 +104,6 @@ def _build(head_dim: int, precision: str, warps: int = 8, grad=None):
     QN = HALF // 8  # n-tiles of queries in half a step
     SREGS, OREGS = QN * 4, DT * 4
     COLS = QN * 2  # the query columns a lane holds in half a step
-    QUADS = min(4, KT)
-    RSTEP = NT // CH  # rows between one thread's copies
     ROW = 2 * D  # bytes of a K, V, Q or dO row
     # shared memory, in 16-bit elements
     SK, SV = 0, BN * D
@@ -121,15 +119,7 @@ def _build(head_dim: int, precision: str, warps: int = 8, grad=None):
     pack = ptx.pack_bf16x2 if precision == "bfloat16" else ptx.pack_f16x2
     update = grad or fragment_grad_reference()
 
-    @cuda.jit(device=True, inline="always")
-    def swizzled(row, chunk, width):  # element of 16-byte chunk `chunk` of row `row`, rows of `width` elements
-        return row * width + ((chunk ^ (row & 7)) << 3)
-
-    @cuda.jit(device=True, inline="always")
-    def load_rows(dst, src, src_any, j0, valid, copies):
-        for x in range(copies):
-            ok = j0 + x * RSTEP < valid
-            ptx.cp_async16_at(dst + x * RSTEP * ROW, src + x * RSTEP * ROW if ok else src_any, 16 if ok else 0)
+    swizzled, load_rows, a_offset, lane_offsets = tile_helpers(D, NT)
 
     @cuda.jit(device=True, inline="always")
     def scores(s, aaddr, baddr, koff, aoff):
@@ -176,14 +166,9 @@ def _build(head_dim: int, precision: str, warps: int = 8, grad=None):
         kv_len = min(kv_lens[b], keys)
         kr0 = j0 + warp * 16 + g  # this lane's key rows: kr0, kr0 + 8
         sbase = ptx.shared_address(smem, 0)
-        x7 = lane & 7
-        k_row = x7 + ((lane >> 4) << 3)
-        a_row = x7 + (((lane >> 3) & 1) << 3)
         koff = cuda.local.array(4, int32)
         aoff = cuda.local.array(4, int32)
-        for qd in range(QUADS):
-            koff[qd] = k_row * ROW + (((2 * qd + ((lane >> 3) & 1)) ^ x7) << 4)
-            aoff[qd] = a_row * ROW + (((2 * qd + (lane >> 4)) ^ x7) << 4)
+        lane_offsets(koff, aoff, lane)
         r0, c = tid // CH, tid % CH
         dst0 = 2 * swizzled(r0, c, D)
         kv_any = int64(ptx.global_address(kf, (b * heads + h) * keys * D))
@@ -274,9 +259,9 @@ def _build(head_dim: int, precision: str, warps: int = 8, grad=None):
             qi = i0 + mq * 16 + g
             for dd in range(DQ_PAIRS):
                 dpair = (warp // 4) * DQ_PAIRS + dd
-                # (aoff[dpair % 4] computed here: dpair depends on the warp, and a local array indexed at
-                # run time would live in local memory)
-                b_off = a_row * ROW + (((2 * (dpair % 4) + (lane >> 4)) ^ x7) << 4)
+                # (not aoff[dpair % 4]: dpair depends on the warp, and a local array indexed at run
+                # time would live in local memory)
+                b_off = a_offset(lane, dpair % 4)
                 acc = cuda.local.array(8, float32)
                 for x in range(8):
                     acc[x] = float32(0)
