@@ -185,6 +185,20 @@ def test_backward_matches_the_reference():
         assert np.abs(got.copy_to_host() - want).max() < 5e-3 * (1 + np.abs(want).max())
 
 
+@pytest.mark.parametrize("bf16", [False, True], ids=["float16 dO", "bfloat16 dO"])
+def test_the_backward_s_d_is_the_rowwise_dot_of_do_and_o(bf16):
+    import ml_dtypes
+
+    rng = np.random.default_rng(11)
+    o = rng.standard_normal((1, 2, 3, 64)).astype(np.float32)
+    d_o = rng.standard_normal(o.shape).astype(ml_dtypes.bfloat16 if bf16 else np.float16)
+    delta = cuda.to_device(np.full(o.shape[:3], np.nan, np.float32))
+    flash_backward._delta_kernel(bf16)[1, 256](delta, cuda.to_device(o), cuda.to_device(
+        d_o.view(np.uint16) if bf16 else d_o))
+    want = np.einsum("bhid,bhid->bhi", d_o.astype(np.float64), o)
+    np.testing.assert_allclose(delta.copy_to_host(), want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("kwargs, words", [
     (dict(head_dim=96), "head_dim must be 64 or 128"),
     (dict(head_dim=128, warps=2), "at least 4 warps"),

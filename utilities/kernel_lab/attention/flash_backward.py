@@ -32,6 +32,7 @@ from ..environment import on_simulator
 from numba import cuda, float32, int32, int64, uint16, uint32  # noqa: E402  (kernel_lab chose GPU or simulator)
 
 from .. import mma_ptx as ptx  # noqa: E402
+from ..bitcast import bits_float  # noqa: E402
 from .flash import LOG2E, _on_device, require_mma_gpu, tile_helpers  # noqa: E402
 
 BQ, HALF = 64, 32  # queries per step, queries per half step (a block owns 16 keys per warp)
@@ -67,22 +68,29 @@ def fragment_grad_reference():
     return fragment_grad
 
 
-@cuda.jit
-def _delta_kernel(delta, o, d_o):
-    """``delta[b, h, i] = Σ_d dO[b, h, i, d] · O[b, h, i, d]``: one warp per row."""
-    row = cuda.blockIdx.x * (cuda.blockDim.x // 32) + cuda.threadIdx.x // 32
-    lane = cuda.threadIdx.x % 32
-    heads, n, d = o.shape[1], o.shape[2], o.shape[3]
-    if row < o.shape[0] * heads * n:
-        b, rest = row // (heads * n), row % (heads * n)
-        h, i = rest // n, rest % n
-        acc = float32(0)
-        for c in range(lane, d, 32):
-            acc += float32(d_o[b, h, i, c]) * o[b, h, i, c]
-        for k in range(5):  # (a loop over a tuple of offsets trips NVVM: shifts instead)
-            acc += cuda.shfl_xor_sync(0xFFFFFFFF, acc, 16 >> k)
-        if lane == 0:
-            delta[b, h, i] = acc
+@functools.lru_cache(maxsize=None)
+def _delta_kernel(bf16: bool):
+    """``delta[b, h, i] = Σ_d dO[b, h, i, d] · O[b, h, i, d]``, one warp per row; ``d_o`` arrives as
+    float16, or (``bf16``) as the 16-bit patterns of bfloat16 values: the top half of a float32's."""
+
+    @cuda.jit
+    def delta_kernel(delta, o, d_o):
+        row = cuda.blockIdx.x * (cuda.blockDim.x // 32) + cuda.threadIdx.x // 32
+        lane = cuda.threadIdx.x % 32
+        heads, n, d = o.shape[1], o.shape[2], o.shape[3]
+        if row < o.shape[0] * heads * n:
+            b, rest = row // (heads * n), row % (heads * n)
+            h, i = rest // n, rest % n
+            acc = float32(0)
+            for c in range(lane, d, 32):
+                x = d_o[b, h, i, c]
+                acc += (bits_float(uint32(x) << 16) if bf16 else float32(x)) * o[b, h, i, c]
+            for k in range(5):  # (a loop over a tuple of offsets trips NVVM: shifts instead)
+                acc += cuda.shfl_xor_sync(0xFFFFFFFF, acc, 16 >> k)
+            if lane == 0:
+                delta[b, h, i] = acc
+
+    return delta_kernel
 
 
 @cuda.jit
@@ -371,14 +379,13 @@ class FlashBackward:
         dq, o, d_o = arrays["dq"], arrays["o"], arrays["d_o"]
         rows = o.shape[0] * o.shape[1] * o.shape[2]
         flat_dq = dq.reshape(dq.size)
-        d_o16 = d_o.view(np.float16) if self.precision == "float16" else None
+        bf16 = self.precision == "bfloat16"
+        d_o16 = d_o.view(np.uint16 if bf16 else np.float16)
+        delta_kernel = _delta_kernel(bf16)
 
         def run():
             _zero_kernel[-(-dq.size // 256), 256](flat_dq)
-            if d_o16 is not None:
-                _delta_kernel[-(-rows // 8), 256](self._delta, o, d_o16)
-            else:
-                _delta_bf16(self._delta, o, d_o)
+            delta_kernel[-(-rows // 8), 256](self._delta, o, d_o16)
             kern(*args)
 
         return run
@@ -391,14 +398,3 @@ class FlashBackward:
         """A no-argument launch (the zeroing of dq, D and the kernel) for ``kl.benchmark``."""
         grid, args, arrays = self._args(dq, dk, dv, q, k, v, o, lse, d_o, kv_lens, causal, scale)
         return self._steps(grid, args, arrays)
-
-
-def _delta_bf16(delta, o, d_o):
-    """D for bf16 dO (on the host: a rare path, not timed by the course)."""
-    import ml_dtypes
-
-    from numba import cuda as _cuda
-
-    dd = d_o.copy_to_host().view(ml_dtypes.bfloat16).astype(np.float32)
-    delta.copy_to_device(np.einsum("bhid,bhid->bhi", dd, o.copy_to_host()).astype(np.float32))
-    del _cuda
