@@ -140,7 +140,7 @@ def _make_ldmatrix(trans, by_address):
     return ldmatrix
 
 
-def _copy16(dst, di, src, si, src_bytes, nbytes=16):
+def _copy(dst, di, src, si, src_bytes, nbytes):
     """Copy ``nbytes`` bytes (or zeros, if ``src_bytes`` is 0) between arrays of any element types."""
     ds, ss = _itemsize(dst), _itemsize(src)
     if int(src_bytes):
@@ -152,20 +152,16 @@ def _copy16(dst, di, src, si, src_bytes, nbytes=16):
         dst[di + k] = values[k]
 
 
-def cp_async16(dst, dst_index, src, src_index, src_bytes):
-    _copy16(dst, int(dst_index), src, int(src_index), src_bytes)
-
-
 def cp_async16_at(dst_address, src_address, src_bytes):
     dst, di = _space.resolve(dst_address, "cp_async16_at (destination)")
     src, si = _space.resolve(src_address, "cp_async16_at (source)")
-    _copy16(dst, di, src, si, src_bytes)
+    _copy(dst, di, src, si, src_bytes, nbytes=16)
 
 
 def cp_async4_at(dst_address, src_address, src_bytes):
     dst, di = _space.resolve(dst_address, "cp_async4_at (destination)")
     src, si = _space.resolve(src_address, "cp_async4_at (source)")
-    _copy16(dst, di, src, si, src_bytes, nbytes=4)
+    _copy(dst, di, src, si, src_bytes, nbytes=4)
 
 
 def _nothing():
@@ -183,7 +179,7 @@ def functions() -> dict:
     return dict(mma_f16=_make_mma("f16"), mma_bf16=_make_mma("bf16"),
                 ldmatrix_x4=_make_ldmatrix(False, False), ldmatrix_x4_trans=_make_ldmatrix(True, False),
                 ldmatrix_x4_at=_make_ldmatrix(False, True), ldmatrix_x4_trans_at=_make_ldmatrix(True, True),
-                cp_async16=cp_async16, cp_async16_at=cp_async16_at, cp_async4_at=cp_async4_at, cp_async_commit=_nothing,
-                cp_async_wait_all=_nothing, cp_async_wait_one=_nothing,
+                cp_async16_at=cp_async16_at, cp_async4_at=cp_async4_at, cp_async_commit=_nothing,
+                cp_async_wait_all=_nothing,
                 pack_f16x2=lambda lo, hi: _word(lo, hi, "f16"), pack_bf16x2=lambda lo, hi: _word(lo, hi, "bf16"),
                 exp2_approx=exp2_approx, shared_address=_space.address, global_address=_space.address)

@@ -20,11 +20,14 @@ The fragment layout of ``mma.m16n8k16`` (PTX ISA, "Matrix Fragments for mma.m16n
 register ``r`` of every lane receives tile ``r``, row ``g``, elements ``2t, 2t+1`` (with ``.trans``:
 row ``2t`` and ``2t+1`` of column ``g``, i.e. the tile transposed).
 
-Shared-memory arguments are a shared array and an element index; the intrinsic takes the element's
-address and converts it to the 32-bit shared-window address the instructions want. Global addresses
-for ``cp.async`` must be 16-byte aligned. In the simulator these names are Python functions built on
-the (Kernel Lab-patched) warp shuffles, computing the same values, so a kernel written with them
-runs in both places; see ``_sim_*`` below.
+``ldmatrix_x4(array, index)`` takes a shared array and an element index and converts the element's
+address to the 32-bit shared-window address the instruction wants; the ``*_at`` forms take such an
+address directly (``shared_address(array, index)``, plus offsets), and ``cp_async16_at`` /
+``cp_async4_at`` a shared address and a 64-bit global one (``global_address``), aligned to the copy's
+size. Kernels that keep their addresses as a base plus constants (``attention.flash``) use those. In
+the simulator these names are Python functions built on the (Kernel Lab-patched) warp shuffles,
+computing the same values (``kernel_lab._mma_sim``), so a kernel written with them runs in both
+places.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from __future__ import annotations
 from .environment import on_simulator
 
 __all__ = ["mma_f16", "mma_bf16", "ldmatrix_x4", "ldmatrix_x4_trans", "ldmatrix_x4_at", "ldmatrix_x4_trans_at",
-           "cp_async16", "cp_async16_at", "cp_async4_at", "cp_async_commit", "cp_async_wait_all", "cp_async_wait_one", "pack_f16x2",
+           "cp_async16_at", "cp_async4_at", "cp_async_commit", "cp_async_wait_all", "pack_f16x2",
            "pack_bf16x2", "exp2_approx", "shared_address", "global_address"]
 
 MMA = "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {{$0,$1,$2,$3}}, {{$4,$5,$6,$7}}, {{$8,$9}}, " \
@@ -131,22 +134,6 @@ def _gpu():
 
     cp_fn = ir.FunctionType(ir.VoidType(), [i32, ir.IntType(8).as_pointer(1), i32])
 
-    @intrinsic
-    def cp_async16(typingctx, dst, dst_index, src, src_index, src_bytes):
-        require_array(dst, "cp_async16")
-        require_array(src, "cp_async16")
-        sig = types.void(dst, dst_index, src, src_index, src_bytes)
-
-        def codegen(context, builder, signature, args):
-            d = element_pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1])
-            s = element_pointer(context, builder, signature.args[2], args[2], signature.args[3], args[3])
-            s = builder.addrspacecast(builder.bitcast(s, ir.IntType(8).as_pointer()), ir.IntType(8).as_pointer(1))
-            n = context.cast(builder, args[4], signature.args[4], types.uint32)
-            builder.asm(cp_fn, CP_ASYNC, "r,l,r,~{memory}", [shared_u32(builder, d), s, n], side_effect=True)
-            return context.get_dummy_value()
-
-        return sig, codegen
-
     def make_cp_async_at(asm):
         @intrinsic
         def cp_async_at(typingctx, dst_address, src_address, src_bytes):
@@ -226,12 +213,11 @@ def _gpu():
 
     return dict(mma_f16=make_mma("f16"), mma_bf16=make_mma("bf16"), ldmatrix_x4=make_ldmatrix(False, False),
                 ldmatrix_x4_trans=make_ldmatrix(True, False), ldmatrix_x4_at=make_ldmatrix(False, True),
-                ldmatrix_x4_trans_at=make_ldmatrix(True, True), cp_async16=cp_async16, cp_async16_at=make_cp_async_at(CP_ASYNC),
+                ldmatrix_x4_trans_at=make_ldmatrix(True, True), cp_async16_at=make_cp_async_at(CP_ASYNC),
                 cp_async4_at=make_cp_async_at(CP_ASYNC4),
                 global_address=global_address,
                 cp_async_commit=make_barrier_op("cp.async.commit_group;"),
                 cp_async_wait_all=make_barrier_op("cp.async.wait_group 0;"),
-                cp_async_wait_one=make_barrier_op("cp.async.wait_group 1;"),
                 pack_f16x2=make_pack("f16"), pack_bf16x2=make_pack("bf16"), exp2_approx=exp2_approx,
                 shared_address=shared_address)
 
@@ -249,12 +235,10 @@ ldmatrix_x4 = _impl["ldmatrix_x4"]
 ldmatrix_x4_trans = _impl["ldmatrix_x4_trans"]
 ldmatrix_x4_at = _impl["ldmatrix_x4_at"]
 ldmatrix_x4_trans_at = _impl["ldmatrix_x4_trans_at"]
-cp_async16 = _impl["cp_async16"]
 cp_async16_at = _impl["cp_async16_at"]
 cp_async4_at = _impl["cp_async4_at"]
 cp_async_commit = _impl["cp_async_commit"]
 cp_async_wait_all = _impl["cp_async_wait_all"]
-cp_async_wait_one = _impl["cp_async_wait_one"]
 pack_f16x2 = _impl["pack_f16x2"]
 pack_bf16x2 = _impl["pack_bf16x2"]
 exp2_approx = _impl["exp2_approx"]
