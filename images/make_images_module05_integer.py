@@ -117,8 +117,42 @@ def dp4a(path=HERE / "quant-dp4a.svg"):
     save(fig, ax, path, (-0.3, 20), (0.2, 8.9))
 
 
+def w4a8_mma(path=HERE / "quant-w4a8-mma.svg"):
+    """The tensor-core W4A8: weights as the mma's 16-row A, activations as its 8-column B, and the
+    K order of one lane: 32 consecutive K of a group, four mma steps of eight."""
+    fig, ax = plt.subplots(figsize=(9, 5.4))
+    ax.text(0, 10.6, "swap AB:  out^T (N x M) = W (N x K) . act^T (K x M)   with  mma.sync.m16n8k32  (int8, int32 sums)",
+            fontsize=9, weight="bold")
+    box(ax, 0, 6.6, 4.8, 3.2, "A: 16 weight rows\nx 32 K\n(INT4 unpacked\nto int8 x 16)", PURPLE, fontsize=8)
+    box(ax, 5.6, 6.6, 2.4, 3.2, "B: 32 K\nx 8 activation\nrows (int8)", GREEN, fontsize=7)
+    box(ax, 8.8, 6.6, 2.4, 3.2, "C: 16 x 8\nint32\n(added to)", ORANGE, fontsize=8)
+    ax.text(5.2, 8.2, "x", fontsize=10, ha="center", va="center")
+    arrow(ax, 8.05, 8.2, 8.75, 8.2)
+    ax.text(11.6, 9.4, "N (thousands of rows) fills the 16 rows;", fontsize=7.5)
+    ax.text(11.6, 8.8, "M = 1..64 tokens fill the 8 columns", fontsize=7.5)
+    ax.text(11.6, 8.2, "(at M = 1, seven columns idle:", fontsize=7.5)
+    ax.text(11.6, 7.6, "free while the bytes are the limit)", fontsize=7.5)
+    ax.text(0, 5.7, "one group of 128 K = one chunk; lane t of each quad takes K 32t .. 32t + 31 of its rows", fontsize=9,
+            weight="bold")
+    for t in range(4):
+        box(ax, t * 4.6, 4.4, 4.6, 0.8, f"lane t = {t}: one 16-byte load\n(32 nibbles)", [BLUE, GREEN, ORANGE, PURPLE][t],
+            fontsize=7)
+    ax.text(0, 3.5, "lane t's 32 K, four mma steps j = 0..3 of eight K each (the sum does not care which K sits in "
+            "which slot, if A and B agree):", fontsize=8)
+    for j in range(4):
+        x = j * 4.6
+        box(ax, x, 2.2, 2.3, 0.8, f"even K of octet {j}", BLUE, fontsize=6.5)
+        box(ax, x + 2.3, 2.2, 2.3, 0.8, f"odd K of octet {j}", PURPLE, fontsize=6.5)
+    ax.text(0, 1.4, "weights:  (p << 4) & 0xF0F0F0F0 -> even nibbles x 16 (slots 0-3),  p & 0xF0F0F0F0 -> odd x 16 "
+            "(slots 4-7): no sign extension", fontsize=7.5)
+    ax.text(0, 0.7, "activations:  PRMT bytes 0,2 | 1,3 of two words, as in the DP4A kernel;  each step's int32 sums "
+            "x (group scale / 16) -> float32", fontsize=7.5)
+    save(fig, ax, path, (-0.3, 18.8), (0.3, 11.1))
+
+
 if __name__ == "__main__":
     affine()
     int4_packing()
     ternary_gemm()
     dp4a()
+    w4a8_mma()

@@ -29,6 +29,7 @@ def _compile_all(cc=(9, 0)):
 
     numba_dispatcher.get_current_device = lambda: offline._PretendDevice(cc)
     from kernel_lab.quant import kernels as K
+    from kernel_lab.quant import w4a8_mma
 
     arr = {name: types.Array(getattr(types, name.split("_")[0]), int(name[-1]), "C")
            for name in ("float32_1", "float32_2", "float64_1", "int8_1", "int8_2", "uint8_2", "uint16_2", "int32_1",
@@ -56,6 +57,10 @@ def _compile_all(cc=(9, 0)):
         "w8a8_gemm tiled": (K.launch_w8a8_gemm.kernel, (i32m, i32m, f32m, f32v, f32v)),
         "w4a8_gemm": (K.w4a8_gemm, (i32m, f32v, i32m, f32m, f32m)),
     }
+    for m, n in ((1, 14336), (16, 14336), (64, 14336), (64, 4096)):  # the tensor-core W4A8's tiles at decode shapes
+        p = w4a8_mma.choose(m, n)
+        kernels[f"w4a8_mma M={m} N={n}"] = (w4a8_mma.kernel(p["NT"], p["MTILES"], p["WR"], p["WK"]),
+                                            (i32m, f32v, i32m, f32m, f32m))
     failed = 0
     for name, (kern, sig) in kernels.items():
         try:
@@ -64,7 +69,7 @@ def _compile_all(cc=(9, 0)):
             failed += 1
             print(f"{name}: FAILED: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", flush=True)
             continue
-        calls = [s for s in ("dp4a.s32.s32", "prmt.b32") if s in ptx]
+        calls = [s for s in ("dp4a.s32.s32", "prmt.b32", "mma.sync.aligned.m16n8k32") if s in ptx]
         print(f"{name}: compiles for sm_{cc[0]}{cc[1]}" + (f" (PTX has {', '.join(calls)})" if calls else ""), flush=True)
     return failed
 

@@ -95,7 +95,7 @@ def test_right_kernels_pass(capsys):
 
 
 def test_the_fast_w4a8_kernels_have_the_bits_of_the_notebooks():
-    """Nibbles x16 and the scale / 16 change no bit: the fast forms give the notebook kernel's outputs, on rows
+    """Nibbles x16 and the scale / 16 change no bit: the fast DP4A forms give the notebook kernel's outputs, on rows
     of whole 16-byte chunks and on rows that take the one-word path, with a weight-row count that
     leaves a warp's last rows empty."""
     from kernel_lab.quant import integer as qref
@@ -108,7 +108,7 @@ def test_the_fast_w4a8_kernels_have_the_bits_of_the_notebooks():
         xq, xs = qref.int8_per_row_f32(rng.standard_normal((m, k)).astype(np.float32))
         a32, xsd, wsd = cuda.to_device(K.as_words(xq)), cuda.to_device(xs), cuda.to_device(ws)
         outs = []
-        for launch in (K.launch_w4a8_gemm, K.launch_w4a8_gemm_rows, K.launch_w4a8_gemm_words, K.launch_w4a8_fast):
+        for launch in (K.launch_w4a8_gemm, K.launch_w4a8_gemm_rows, K.launch_w4a8_gemm_words):
             y = cuda.to_device(np.full((m, n), np.nan, np.float32))
             launch(y, a32, xsd, w32, wsd)
             outs.append(y.copy_to_host())

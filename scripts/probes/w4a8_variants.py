@@ -71,7 +71,26 @@ After that, the words-outer form takes T = min(M, 4) activation rows a pass (a k
 that M = 2 and 3 do no DP4A for rows that are not there (it ran four rows a pass, two of them
 copies, at M = 2). Then (H100), 14336 x 4096 at M = 1, 2, 3, 4: r2w 64.6, 61.8, 58.4, 55.3%, r4c1
 65.8, 56.3, 49.5, 44.3%, r3w 68.2, 46.1, 57.9, 49.5%; N = K = 4096, M = 1: r2w 8.03 us, r4c1 9.90 us.
-``launch_w4a8_fast`` is r2w at every M.
+``launch_w4a8_fast`` was r2w at every M.
+
+Then the int8 tensor cores (H100, 2026-11-27; ``kernel_lab.quant.w4a8_mma``: ``mma.sync.m16n8k32``
+with the weights as A, "swap AB", each lane 32 consecutive K of a 128-chunk so that weights take one
+16-byte load and the x16 unpack, activations two loads and four PRMT pairs). "tc mM wrR wkK": M
+tiles of 16 weight rows a warp, R x K warps a block (K-warps split the chunks). 14336 x 4096, % of
+the copy roofline at M = 1, 2, 4, 8, 16, 32, 64 (three runs, which differ by up to 5%): tc m1 wr2 wk4
+64-65, 64.5, 60-64.5, 61-64, 58.1-58.5, 29.3-29.6, 12.8%; tc m2 wr2 wk4 53-54, 52, 52-53, 52-53,
+54-56, 25, 23.4% (44 us at M = 64); tc m2 wr1 wk8 64.3, -, 63.5, 63.3, 50, 23.4, 16.5%; tc m1 wr1
+wk8 58-62, 61.5, 57-62, 56-61, 46-49, 27-28, 13%; r2w 65-67, 61, 55.6-55.9, 35, 20.5, 11, 5.7%.
+N = K = 4096 (copy 50%): at M = 1, 4, 16, 64 tc m1 wr1 wk8 9.2, 9.3-9.5, 9.6-10.7, 25.6-27.7 us;
+tc m2 wr1 wk8 10.7-10.9, 11.0, 10.8-11.0, 19.7-29.2 us; r2w 7.9, 9.8, 20.3, 65.9 us.
+Refuted: MTILES = 4 (64 rows a warp), token tiles capped so that M = 32-64 runs over gridDim.y
+(the weights read again from L2), a "staged" form (activations into shared memory by cp.async, a
+warp's next weight chunk in registers: 20.6-22.6 us at M = 1-8, 50 us at 64), a "tiled" form (both
+operands into shared memory by cp.async, three stages: 26-28 us at M = 1-8, 51-58 us at 64; Nsight
+Compute: issue slots 49% busy, most of them the copies' address arithmetic). At M = 64 the best
+(tc m2 wr2 wk4, 234 registers) runs one block of 8 warps an SM: Nsight Compute, 12.5% theoretical
+occupancy, 1.8 warps a scheduler, 0.4 eligible, issue slots 22% busy, DRAM 19%: latency-bound.
+``launch_w4a8_fast`` is now r2w at M = 1 and the tensor cores from M = 2 (``w4a8_mma.choose``).
 
 One line per (variant, M); with $OUT set, also $OUT/w4a8_variants.json.
 """
@@ -93,6 +112,7 @@ from numba import cuda, float32, int32, uint64  # noqa: E402  (after kernel_lab)
 
 from kernel_lab.quant import integer as qref  # noqa: E402
 from kernel_lab.quant import kernels as qk  # noqa: E402
+from kernel_lab.quant import w4a8_mma as wm  # noqa: E402
 from kernel_lab.quant.dp4a import EVEN_BYTES, ODD_BYTES, byte_perm, dp4a  # noqa: E402
 from kernel_lab.vector_loads import load4  # noqa: E402
 
@@ -205,7 +225,22 @@ def variants():
             ("r2w: each word unpacked once, 2 rows/warp (package)", words_launcher(2), None),
             ("r1w: r2w with 1 row/warp", words_launcher(1), None),
             ("r3w: r2w with 3 rows/warp", words_launcher(3), None),
-            ("r4w: r2w with 4 rows/warp", words_launcher(4), None)]
+            ("r4w: r2w with 4 rows/warp", words_launcher(4), None),
+            ("tc: mma.sync int8, package choice", wm.launch_w4a8_mma, None)] + [
+            (f"tc m{mt} wr{wr} wk{wk}{f' nt<={cap}' if cap < 8 else ''}: {16 * mt} rows/warp, {wr}x{wk} warps",
+             mma_launcher(mt, wr, wk, cap), None)
+            for mt, wr, wk, cap in TC_CONFIGS]
+
+
+# direct form: (MTILES, WR, WK, most token tiles a block: M above 8 x that takes more blocks over gridDim.y)
+TC_CONFIGS = [(1, 1, 8, 8), (1, 2, 4, 8), (2, 2, 4, 8), (2, 1, 8, 8)]
+
+
+def mma_launcher(mtiles, wr, wk, cap=8):
+    def launch(out, a32, a_scale, w32, w_scales):
+        nt = min(cap, -(-out.shape[0] // 8))
+        return wm.launch_w4a8_mma(out, a32, a_scale, w32, w_scales, form="direct", NT=nt, MTILES=mtiles, WR=wr, WK=wk)
+    return launch
 
 
 def words_launcher(rows_per_warp):

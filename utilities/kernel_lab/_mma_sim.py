@@ -29,6 +29,8 @@ class _AddressSpace:
         if key not in self.bases:
             self.bases[key] = (self.next, array)
             self.next += _SPAN
+        if isinstance(index, tuple):  # a C-contiguous array's element by its indices, as on a GPU
+            index = np.ravel_multi_index(tuple(int(i) for i in index), tuple(array.shape))
         return self.bases[key][0] + int(index) * _itemsize(array)
 
     def resolve(self, address, what):
@@ -105,6 +107,29 @@ def _make_mma(kind):
     return mma
 
 
+def _bytes4(word):
+    return np.array([int(word) & 0xFFFFFFFF], np.uint32).view(np.int8).astype(np.int64)
+
+
+def mma_s8(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    """D = A B + C for m16n8k32 on signed bytes, in exact int32 (wrapping as the instruction does)."""
+    lane = _lane()
+    g, t = lane // 4, lane % 4
+    a = np.zeros((2, 32), np.int64)
+    b = np.zeros((32, 2), np.int64)
+    for q in range(4):  # lane 4g + q holds row g's and g + 8's keys 4q..4q+3 and 4q+16..4q+19
+        src = 4 * g + q
+        w0, w1, w2, w3 = (_shfl(int(r), src) for r in (a0, a1, a2, a3))
+        a[0, 4 * q:4 * q + 4], a[1, 4 * q:4 * q + 4] = _bytes4(w0), _bytes4(w1)
+        a[0, 4 * q + 16:4 * q + 20], a[1, 4 * q + 16:4 * q + 20] = _bytes4(w2), _bytes4(w3)
+        for col in range(2):  # column n = 2t + col lives in lanes 4n .. 4n + 3
+            src = 4 * (2 * t + col) + q
+            v0, v1 = _shfl(int(b0), src), _shfl(int(b1), src)
+            b[4 * q:4 * q + 4, col], b[4 * q + 16:4 * q + 20, col] = _bytes4(v0), _bytes4(v1)
+    d = a @ b + np.array([[c0, c1], [c2, c3]], np.int64)
+    return tuple(np.int32(np.int64(x) - ((np.int64(x) + 2**31) // 2**32) * 2**32) for x in d.ravel())
+
+
 def _read_pair(array, index):
     lo, hi = int(array[index]), int(array[index + 1])
     return np.uint32((lo & 0xFFFF) | ((hi & 0xFFFF) << 16))
@@ -140,16 +165,21 @@ def _make_ldmatrix(trans, by_address):
     return ldmatrix
 
 
+def _at(array, flat):
+    """The element at C-order position ``flat`` of an array of any rank."""
+    return flat if array.ndim == 1 else np.unravel_index(flat, tuple(array.shape))
+
+
 def _copy(dst, di, src, si, src_bytes, nbytes):
     """Copy ``nbytes`` bytes (or zeros, if ``src_bytes`` is 0) between arrays of any element types."""
     ds, ss = _itemsize(dst), _itemsize(src)
     if int(src_bytes):
-        raw = np.array([src[si + k] for k in range(nbytes // ss)], dtype=np.dtype(src.dtype))
+        raw = np.array([src[_at(src, si + k)] for k in range(nbytes // ss)], dtype=np.dtype(src.dtype))
     else:
         raw = np.zeros(nbytes // ss, dtype=np.dtype(src.dtype))
     values = raw.view(np.dtype(dst.dtype))
     for k in range(nbytes // ds):
-        dst[di + k] = values[k]
+        dst[_at(dst, di + k)] = values[k]
 
 
 def cp_async16_at(dst_address, src_address, src_bytes):
@@ -176,7 +206,7 @@ def exp2_approx(x):
 
 
 def functions() -> dict:
-    return dict(mma_f16=_make_mma("f16"), mma_bf16=_make_mma("bf16"),
+    return dict(mma_f16=_make_mma("f16"), mma_bf16=_make_mma("bf16"), mma_s8=mma_s8,
                 ldmatrix_x4=_make_ldmatrix(False, False), ldmatrix_x4_trans=_make_ldmatrix(True, False),
                 ldmatrix_x4_at=_make_ldmatrix(False, True), ldmatrix_x4_trans_at=_make_ldmatrix(True, True),
                 cp_async16_at=cp_async16_at, cp_async4_at=cp_async4_at, cp_async_commit=_nothing,

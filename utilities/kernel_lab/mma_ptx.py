@@ -16,6 +16,10 @@ The fragment layout of ``mma.m16n8k16`` (PTX ISA, "Matrix Fragments for mma.m16n
 * B (16 x 8, "col": stored n-major): ``b0 = B[2t:2t+2, g]``, ``b1 = B[2t+8:2t+10, g]``;
 * C and D (16 x 8, float32): ``c0, c1 = C[g, 2t], C[g, 2t+1]``, ``c2, c3 = C[g+8, 2t], C[g+8, 2t+1]``.
 
+``mma_s8`` is ``mma.sync.m16n8k32`` on signed bytes (IMMA in the SASS), four to a register, with int32
+sums: ``a0 = A[g, 4t:4t+4]``, ``a1 = A[g+8, 4t:4t+4]``, ``a2 = A[g, 4t+16:4t+20]``, ``a3 = A[g+8,
+4t+16:4t+20]``, ``b0 = B[4t:4t+4, g]``, ``b1 = B[4t+16:4t+20, g]``; C and D as above, in int32.
+
 ``ldmatrix.x4``: lane ``i`` gives the address of row ``i % 8`` of tile ``i // 8`` (16 contiguous bytes);
 register ``r`` of every lane receives tile ``r``, row ``g``, elements ``2t, 2t+1`` (with ``.trans``:
 row ``2t`` and ``2t+1`` of column ``g``, i.e. the tile transposed).
@@ -34,12 +38,14 @@ from __future__ import annotations
 
 from .environment import on_simulator
 
-__all__ = ["mma_f16", "mma_bf16", "ldmatrix_x4", "ldmatrix_x4_trans", "ldmatrix_x4_at", "ldmatrix_x4_trans_at",
+__all__ = ["mma_f16", "mma_bf16", "mma_s8", "ldmatrix_x4", "ldmatrix_x4_trans", "ldmatrix_x4_at", "ldmatrix_x4_trans_at",
            "cp_async16_at", "cp_async4_at", "cp_async_commit", "cp_async_wait_all", "pack_f16x2",
            "pack_bf16x2", "exp2_approx", "shared_address", "global_address"]
 
 MMA = "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {{$0,$1,$2,$3}}, {{$4,$5,$6,$7}}, {{$8,$9}}, " \
       "{{$10,$11,$12,$13}};"
+# int8 (IMMA): A 16 x 32 and B 32 x 8 of signed bytes, four to a register, exact int32 sums
+MMA_S8 = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};"
 LDMATRIX = "ldmatrix.sync.aligned.m8n8.x4{trans}.shared.b16 {{$0,$1,$2,$3}}, [$4];"
 CP_ASYNC = "cp.async.cg.shared.global [$0], [$1], 16, $2;"  # $2 source bytes: 0 zero-fills the 16 bytes
 CP_ASYNC4 = "cp.async.ca.shared.global [$0], [$1], 4, $2;"  # 4 bytes (the .cg form takes 16 only)
@@ -94,6 +100,21 @@ def _gpu():
             return sig, codegen
 
         return mma
+
+    @intrinsic
+    def mma_s8(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        for x in (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+            if not isinstance(x, types.Integer):
+                raise NumbaTypeError(f"mma_s8: registers are 32-bit words (four int8, or an int32 sum), got {x}")
+        sig = types.UniTuple(types.int32, 4)(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
+
+        def codegen(context, builder, signature, args):
+            regs = words(context, builder, args, signature.args)
+            fn = ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32] * 10)
+            res = builder.asm(fn, MMA_S8, "=r,=r,=r,=r,r,r,r,r,r,r,0,1,2,3", regs, side_effect=False)
+            return context.make_tuple(builder, signature.return_type, [builder.extract_value(res, k) for k in range(4)])
+
+        return sig, codegen
 
     def make_ldmatrix(trans, by_address):
         asm = LDMATRIX.format(trans=".trans" if trans else "")
@@ -211,7 +232,7 @@ def _gpu():
 
         return types.uint32(array, index), codegen
 
-    return dict(mma_f16=make_mma("f16"), mma_bf16=make_mma("bf16"), ldmatrix_x4=make_ldmatrix(False, False),
+    return dict(mma_f16=make_mma("f16"), mma_bf16=make_mma("bf16"), mma_s8=mma_s8, ldmatrix_x4=make_ldmatrix(False, False),
                 ldmatrix_x4_trans=make_ldmatrix(True, False), ldmatrix_x4_at=make_ldmatrix(False, True),
                 ldmatrix_x4_trans_at=make_ldmatrix(True, True), cp_async16_at=make_cp_async_at(CP_ASYNC),
                 cp_async4_at=make_cp_async_at(CP_ASYNC4),
@@ -231,6 +252,7 @@ def _simulated():
 _impl = _simulated() if on_simulator() else _gpu()
 mma_f16 = _impl["mma_f16"]
 mma_bf16 = _impl["mma_bf16"]
+mma_s8 = _impl["mma_s8"]
 ldmatrix_x4 = _impl["ldmatrix_x4"]
 ldmatrix_x4_trans = _impl["ldmatrix_x4_trans"]
 ldmatrix_x4_at = _impl["ldmatrix_x4_at"]

@@ -948,7 +948,9 @@ def check_w4a8_gemm(launch, *, name: str = "w4a8 gemm", shapes=None, seed=None) 
     rng = np.random.default_rng(seed)
     # and a K that is a multiple of 32 over several groups: rows of whole 16-byte vectors, the
     # path a kernel built for bandwidth takes (the other shapes take its one-word path)
-    shapes = shapes or gemm_shapes() + [("16-byte rows", (3, 5, 1056) if on_simulator() else (65, 1031, 4096))]
+    # and whole groups of 128 (the rows a tensor-core kernel takes in chunks of one group)
+    shapes = shapes or gemm_shapes() + [("16-byte rows", (3, 5, 1056) if on_simulator() else (65, 1031, 4096)),
+                                        ("whole groups", (9, 19, 256) if on_simulator() else (70, 333, 1152))]
     for label, (m, n, k) in shapes:
         kp = 8 * -(-k // 8)
         a = pad_cols(rng.integers(-127, 128, (m, k)).astype(np.int8), 8)

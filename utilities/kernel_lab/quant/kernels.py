@@ -1396,10 +1396,16 @@ def launch_w4a8_gemm_words(out, a32, a_scale, w32, w_scales, rows_per_warp=2):
 
 
 def launch_w4a8_fast(out, a32, a_scale, w32, w_scales):
-    """The package's W4A8: the words-outer form with two weight rows a warp (with T = min(M, 4)
-    activation rows a pass it is level with the four-rows form at M = 1 on a 14336 x 4096 layer,
-    64.6% against 65.8% of the copy roofline, and ahead of it everywhere else measured)."""
-    return launch_w4a8_gemm_words(out, a32, a_scale, w32, w_scales)
+    """The package's W4A8. One activation row: the words-outer DP4A form with two weight rows a warp
+    (65% of the copy roofline on a 14336 x 4096 layer on an H100, a little ahead of the tensor
+    cores there). More: the int8 tensor cores (``w4a8_mma.launch_w4a8_mma``: 61-64% at M = 2 to 8,
+    where the DP4A form falls from 62% to 35%); the tensor-core launcher itself hands rows that are
+    not whole groups of 128, and GPUs without int8 ``mma``, back to the DP4A form."""
+    if out.shape[0] == 1:
+        return launch_w4a8_gemm_words(out, a32, a_scale, w32, w_scales)
+    from .w4a8_mma import launch_w4a8_mma  # it imports this module's unpack
+
+    return launch_w4a8_mma(out, a32, a_scale, w32, w_scales)
 
 
 W4A8_ROWS_KERNELS = {}

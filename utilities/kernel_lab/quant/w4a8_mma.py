@@ -1,0 +1,245 @@
+"""W4A8 on the int8 tensor cores: ``mma.sync.m16n8k32`` with the INT4 weights as the A operand.
+
+Why: the DP4A kernels of 05.6 (``kernels.launch_w4a8_gemm_words``) reach the goal of 60% of the
+copy roofline at M = 1 and 2, then fall behind as M grows, because the arithmetic, not the weight
+bytes, becomes the limit: at M = 64 on a 14336 x 4096 layer DP4A at its peak (134 TOP/s on an
+H100) needs about 56 us, where reading the weights takes about 10 us. One ``mma.sync.m16n8k32``
+does 4,096 multiply-adds, 128 DP4As' worth.
+
+The layout ("swap AB", as decode kernels do): a GEMM ``out (M, N) = act (M, K) @ W (N, K)^T`` is
+computed as its transpose, W (N rows, the large side) as the 16-row A operand and the M <= 64
+activation rows as the 8-column B operand, so that no tensor-core row is wasted on tokens that
+do not exist; at M = 1 seven of B's eight columns are idle, which costs nothing here.
+
+The K order is the kernel's own. Inside one ``mma`` a lane contributes its slots of K (four for
+``a0``/``b0``, four for ``a2``/``b1``); a dot product does not care which physical K sits in
+which slot as long as A and B agree. So lane ``t`` of a quad takes 32 *consecutive* K of each
+128-wide chunk, ``[32 t, 32 t + 32)``: for its weight rows that is one 16-byte load of packed
+INT4, and for an activation row two 16-byte loads. The chunk is split into four ``mma`` steps of
+eight K each: step ``j`` puts the even elements of octet ``j`` in slots 0-3 and the odd ones in
+slots 4-7. On the weight side that is exactly what the x16 unpack gives (``(p << 4) & 0xF0F0F0F0``
+is the even nibbles times 16, ``p & 0xF0F0F0F0`` the odd ones, as signed bytes: no sign
+extension); on the activation side one PRMT each (the bytes 0, 2 and 1, 3 of two words).
+
+A chunk of 128 is one INT4 group, so each ``mma`` chain of four steps gives one group's exact
+sum (times 16: |16 d| < 2^24, exact in float32) and is scaled by the group's scale / 16 into the
+float32 accumulators.
+
+A block has ``WR x WK`` warps: ``WR`` warps over weight rows (each ``16 x MTILES`` rows) and
+``WK`` over K (warp ``k`` takes chunks ``k, k + WK, ...``), their partial sums added in shared
+memory in a fixed order, so the result does not vary from run to run. Activation rows go in
+tiles of ``8 x NT`` (NT = ceil(M / 8), at most 8) over ``gridDim.y``. Rows whose K is not a
+whole number of chunks (128) take the DP4A kernel.
+
+Measured on an H100 (scripts/probes/w4a8_variants.py has the history): on a 14336 x 4096 layer
+61-64% of the copy roofline at M = 2 to 8 and 58% at 16, against 56% at M = 4 and 21% at 16 for
+the DP4A form. From M = 32 on, every warp reads 8 NT activation rows of each chunk and holds
+4 x MTILES x NT accumulators: at M = 64 the kernel takes 234 registers, one block of 8 warps an
+SM, and Nsight Compute finds it waiting on memory with under two warps a scheduler (44 us, 23%).
+A kernel that stages both operands in shared memory (tried: ``cp.async``, three stages) spent its
+issue slots on the copies' address arithmetic and was slower at every M.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ..bitcast import bits_float, float_bits
+from ..environment import on_simulator
+from ..mma_ptx import mma_s8
+from ..validate import KernelLabArgumentError
+from ..vector_loads import load4
+from .dp4a import EVEN_BYTES, ODD_BYTES, byte_perm
+from .kernels import int4_halves_x16
+
+from numba import cuda, float32, int32, uint64  # noqa: E402  (after kernel_lab)
+
+CHUNK_WORDS = 16  # packed INT4 words per chunk of 128 K (one group, four mma steps)
+MAX_NT = 8  # token tiles of 8 per block: M <= 64 in one pass over the weights
+
+
+@functools.cache
+def _parts(MTILES: int, NT: int):
+    """The kernel's steps, for MTILES tiles of 16 weight rows and NT tiles of 8 activation rows:
+    ``weight_rows`` (each lane's rows, clamped), ``load_weights`` (a chunk's packed words and group
+    scales / 16 for rows g and g + 8 of each tile; a zero scale past the last row), ``unpack`` (the x16 halves), ``tile_mma`` (one token tile's four
+    ``mma`` steps per weight tile, scaled into the float32 accumulators), ``add_partials`` (the
+    K-warps' sums through shared memory, in a fixed order) and ``store``."""
+    NACC = MTILES * NT * 4
+    SCALE_DIV = float32(0.0625)
+
+    @cuda.jit(device=True, inline="always")
+    def weight_rows(row0, rows, wrow, wmul):
+        """Rows g and g + 8 of each tile, as unsigned indices (no wrap-around code in the loop);
+        a row past the last reads the last row again, with its scale multiplied by 0."""
+        for mt in range(MTILES):
+            for h in range(2):
+                r = row0 + 16 * mt + 8 * h
+                wrow[mt, h] = uint64(min(r, rows - 1))
+                wmul[mt, h] = SCALE_DIV if r < rows else float32(0.0)
+
+    @cuda.jit(device=True, inline="always")
+    def load_weights(w32, w_scales, wrow, wmul, c, t, pw, sc):
+        """Chunk ``c``'s packed words (lane t's 32 consecutive K) and group scales / 16."""
+        col = uint64(CHUNK_WORDS) * c + uint64(4) * uint64(t)
+        for mt in range(MTILES):
+            for h in range(2):
+                pw[mt, h, 0], pw[mt, h, 1], pw[mt, h, 2], pw[mt, h, 3] = load4(w32, (wrow[mt, h], col))
+                sc[mt, h] = w_scales[wrow[mt, h], c] * wmul[mt, h]
+
+    @cuda.jit(device=True, inline="always")
+    def unpack(pw, lo, hi):
+        for mt in range(MTILES):
+            for h in range(2):
+                for j in range(4):
+                    lo[mt, h, j], hi[mt, h, j] = int4_halves_x16(pw[mt, h, j])
+
+    @cuda.jit(device=True, inline="always")
+    def split_bytes(x0, x1, x2, x3, x4, x5, x6, x7, be, bo):
+        """An activation row's 32 bytes as four octets' even bytes (be) and odd bytes (bo)."""
+        be[0], bo[0] = byte_perm(x0, x1, EVEN_BYTES), byte_perm(x0, x1, ODD_BYTES)
+        be[1], bo[1] = byte_perm(x2, x3, EVEN_BYTES), byte_perm(x2, x3, ODD_BYTES)
+        be[2], bo[2] = byte_perm(x4, x5, EVEN_BYTES), byte_perm(x4, x5, ODD_BYTES)
+        be[3], bo[3] = byte_perm(x6, x7, EVEN_BYTES), byte_perm(x6, x7, ODD_BYTES)
+
+    @cuda.jit(device=True, inline="always")
+    def tile_mma(lo, hi, be, bo, sc, acc, nt):
+        for mt in range(MTILES):
+            d0, d1, d2, d3 = int32(0), int32(0), int32(0), int32(0)
+            for j in range(4):  # slots 0-3: octet j's even elements, slots 4-7: its odd ones
+                d0, d1, d2, d3 = mma_s8(lo[mt, 0, j], lo[mt, 1, j], hi[mt, 0, j], hi[mt, 1, j],
+                                        be[j], bo[j], d0, d1, d2, d3)
+            base = (mt * NT + nt) * 4
+            acc[base] += float32(d0) * sc[mt, 0]
+            acc[base + 1] += float32(d1) * sc[mt, 0]
+            acc[base + 2] += float32(d2) * sc[mt, 1]
+            acc[base + 3] += float32(d3) * sc[mt, 1]
+
+    @cuda.jit(device=True, inline="always")
+    def add_partials(acc, red, wr, wk, lane, WR, WK):
+        """Warps k > 0 leave their sums in ``red`` (int32 words: float bits) and return False; warp
+        k = 0 adds them, k = 1, 2, ... in order, and returns True."""
+        if wk > 0:
+            slot = ((wk - 1) * WR + wr) * NACC * 32
+            for i in range(NACC):
+                red[slot + i * 32 + lane] = int32(float_bits(acc[i]))
+        cuda.syncthreads()
+        if wk > 0:
+            return False
+        for k in range(WK - 1):
+            slot = (k * WR + wr) * NACC * 32
+            for i in range(NACC):
+                acc[i] += bits_float(red[slot + i * 32 + lane])
+        return True
+
+    @cuda.jit(device=True, inline="always")
+    def store(acc, a_scale, out, row0, tok0, g, t):
+        rows, toks = out.shape[1], out.shape[0]
+        for mt in range(MTILES):
+            for nt in range(NT):
+                base = (mt * NT + nt) * 4
+                for q in range(4):  # c0, c1: row g, tokens 2t, 2t + 1; c2, c3: row g + 8
+                    r = row0 + 16 * mt + 8 * (q >> 1) + g
+                    m = tok0 + 8 * nt + 2 * t + (q & 1)
+                    if r < rows and m < toks:
+                        out[m, r] = acc[base + q] * a_scale[m]
+
+    return weight_rows, load_weights, unpack, split_bytes, tile_mma, add_partials, store
+
+
+@functools.cache
+def kernel(NT: int, MTILES: int = 2, WR: int = 2, WK: int = 4, MINB: int = 0):
+    """The kernel: every warp loads its own activation fragments (from L1/L2). ``NT`` tiles of
+    8 activation rows, ``MTILES`` tiles of 16 weight rows a warp, ``WR x WK`` warps a block;
+    ``MINB`` > 0 asks the compiler for registers enough for that many blocks an SM (launch bounds)."""
+    weight_rows, load_weights, unpack, split_bytes, tile_mma, add_partials, store = _parts(MTILES, NT)
+    NACC = MTILES * NT * 4
+    RED = max(WK - 1, 1) * WR * NACC * 32  # the K-warps' partial sums, lane-major
+
+    @cuda.jit(launch_bounds=(32 * WR * WK, MINB) if MINB else None)
+    def w4a8_mma(a32, a_scale, w32, w_scales, out):
+        lane = cuda.threadIdx.x & 31
+        warp = cuda.threadIdx.x >> 5
+        wr, wk = warp % WR, warp // WR
+        g, t = lane >> 2, lane & 3
+        toks = out.shape[0]
+        row0 = (cuda.blockIdx.x * WR + wr) * (16 * MTILES) + g
+        tok0 = cuda.blockIdx.y * (8 * NT)
+        chunks = w32.shape[1] // CHUNK_WORDS
+
+        acc = cuda.local.array(NACC, float32)
+        for i in range(NACC):
+            acc[i] = float32(0.0)
+        pw = cuda.local.array((MTILES, 2, 4), int32)  # packed words: rows g and g + 8 of each tile
+        sc = cuda.local.array((MTILES, 2), float32)
+        lo = cuda.local.array((MTILES, 2, 4), int32)
+        hi = cuda.local.array((MTILES, 2, 4), int32)
+        be = cuda.local.array(4, int32)
+        bo = cuda.local.array(4, int32)
+        wrow = cuda.local.array((MTILES, 2), uint64)
+        wmul = cuda.local.array((MTILES, 2), float32)
+        arow = cuda.local.array(NT, uint64)
+        weight_rows(row0, out.shape[1], wrow, wmul)
+        for nt in range(NT):  # past the last activation row: row M - 1 again, never stored
+            arow[nt] = uint64(min(tok0 + 8 * nt + g, toks - 1))
+        acol = uint64(8) * uint64(t)
+
+        c = uint64(wk)
+        while c < uint64(chunks):
+            load_weights(w32, w_scales, wrow, wmul, c, t, pw, sc)
+            unpack(pw, lo, hi)
+            for nt in range(NT):
+                x0, x1, x2, x3 = load4(a32, (arow[nt], uint64(32) * c + acol))
+                x4, x5, x6, x7 = load4(a32, (arow[nt], uint64(32) * c + acol + uint64(4)))
+                split_bytes(x0, x1, x2, x3, x4, x5, x6, x7, be, bo)
+                tile_mma(lo, hi, be, bo, sc, acc, nt)
+            c += uint64(WK)
+
+        if WK > 1:
+            red = cuda.shared.array(RED, int32)
+            if not add_partials(acc, red, wr, wk, lane, WR, WK):
+                return
+        store(acc, a_scale, out, row0 - g, tok0, g, t)
+
+    return w4a8_mma
+
+
+def choose(m: int, n: int) -> dict:
+    """Tiles for ``m`` activation rows and ``n`` weight rows: the probe's winners on an H100
+    (scripts/probes/w4a8_variants.py). Wide layers have blocks enough with 2 x 4 warps; narrower
+    ones split K eight ways for more warps in flight; above 16 or 32 rows, two weight tiles a warp
+    halve the activation fragments each weight tile costs."""
+    nt = min(MAX_NT, -(-m // 8))
+    if n >= 8192:
+        return dict(NT=nt, MTILES=1 if m <= 32 else 2, WR=2, WK=4)
+    return dict(NT=nt, MTILES=1 if m <= 16 else 2, WR=1, WK=8)
+
+
+def launch_w4a8_mma(out, a32, a_scale, w32, w_scales, **params):
+    """W4A8 on the int8 tensor cores; the same arguments as ``kernels.launch_w4a8_gemm``.
+
+    ``params`` override :func:`choose`'s ``NT``, ``MTILES``, ``WR``, ``WK``, and ``MINB`` (launch
+    bounds). Rows whose packed length is not a whole number of 128-value groups (16 words), and GPUs
+    older than compute capability 8.0, take the DP4A kernel (``kernels.launch_w4a8_gemm_words``)."""
+    from .kernels import launch_w4a8_gemm_words
+
+    m, n = out.shape
+    if a32.shape[1] != 2 * w32.shape[1]:
+        raise KernelLabArgumentError(f"a32 holds {4 * a32.shape[1]} values of K per row, w32 {8 * w32.shape[1]}: "
+                                     "pad both to the same multiple of 8")
+    if w_scales.shape[1] * CHUNK_WORDS < w32.shape[1]:
+        raise KernelLabArgumentError(f"w_scales has {w_scales.shape[1]} groups per row; {w32.shape[1]} words "
+                                     f"need {-(-w32.shape[1] // CHUNK_WORDS)} (one per 128 values)")
+    if w32.shape[1] % CHUNK_WORDS or not tensor_cores_available():
+        return launch_w4a8_gemm_words(out, a32, a_scale, w32, w_scales)
+    p = {**choose(m, n), **params}
+    k = kernel(p["NT"], p["MTILES"], p["WR"], p["WK"], p.get("MINB", 0))
+    grid = (-(-n // (16 * p["MTILES"] * p["WR"])), -(-m // (8 * p["NT"])))
+    k[grid, 32 * p["WR"] * p["WK"]](a32, a_scale, w32, w_scales, out)
+
+
+def tensor_cores_available() -> bool:
+    """``mma.sync.m16n8k32`` on int8 needs compute capability 8.0 (the simulator runs it anyway)."""
+    if on_simulator():
+        return True
+    return tuple(cuda.get_current_device().compute_capability) >= (8, 0)
