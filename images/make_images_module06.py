@@ -7,7 +7,9 @@ Run: python images/make_images_module06.py. Each function writes one SVG next to
 * tc-pipeline-stages.svg: the pipeline API: TMA copies into a ring of shared-memory stages,
   warpgroup MMAs consume them, the epilogue runs on the registers before the one store;
 * tc-epilogue-place.svg: the epilogue's three passes (prepare, store, finish) and their barriers;
-* tc-implicit-gemm.svg: one row and one column of the im2col matrix, gathered from a padded image.
+* tc-implicit-gemm.svg: one row and one column of the im2col matrix, gathered from a padded image;
+* tc-swizzle.svg: A's 128 x 32 fp16 tile in shared memory, plain and as cuBLASDx suggests (each row's
+  16-byte chunks permuted by an XOR with row bits), and the banks eight rows of one ldmatrix hit.
 """
 
 import matplotlib.pyplot as plt
@@ -150,7 +152,32 @@ def implicit_gemm(path=HERE / "tc-implicit-gemm.svg"):
     save(fig, ax, path, (0, 18.6), (-1.2, 5.2))
 
 
+def swizzle(path=HERE / "tc-swizzle.svg"):
+    """Rows 0-7 of A's tile (4 chunks of 16 bytes a row), plain and swizzled; the bank groups."""
+    fig, ax = plt.subplots(figsize=(9, 4.4))
+    colors = [BLUE, GREEN, ORANGE, PURPLE]
+    for panel, (x0, title, pos) in enumerate([(0.0, "plain, row-major", lambda r, c: c),
+                                              (10.5, "suggested: chunk c of row r goes to c ^ ((r >> 1) & 3)",
+                                               lambda r, c: c ^ ((r >> 1) & 3))]):
+        ax.text(x0, 8.7, title, fontsize=8, weight="bold")
+        for r in range(8):
+            y = 7.6 - r * 0.95
+            ax.text(x0 - 0.2, y + 0.35, f"row {r}", fontsize=7, ha="right", va="center")
+            for c in range(4):
+                p = pos(r, c)
+                bank0 = (16 * (r % 2) + 4 * p) % 32
+                box(ax, x0 + 2 * p, y, 2, 0.75, f"chunk {c}\nbanks {bank0}-{bank0 + 3}", colors[c], fontsize=6)
+        ax.text(x0, -0.35, "one ldmatrix reads chunk 0 of rows 0-7:" if panel == 0 else
+                "one ldmatrix reads chunk 0 of rows 0-7:", fontsize=7.5)
+        ax.text(x0, -0.95, "banks 0-3 and 16-19 only: 4 rows a bank, 4 passes" if panel == 0 else
+                "banks 0-3, 16-19, 4-7, 20-23, 8-11, ...: one pass", fontsize=7.5, color=RED if panel == 0 else "black")
+    ax.text(0, -1.9, "A row is 64 bytes (32 halves), so two rows fill the 32 four-byte banks; B's 256-byte rows get "
+            "(c & 7) ^ (r & 7) within panels of 8 chunks.", fontsize=7.5)
+    save(fig, ax, path, (-1.2, 19.0), (-2.3, 9.2))
+
+
 if __name__ == "__main__":
+    swizzle()
     block_tiles()
     pipeline_stages()
     epilogue_place()

@@ -4,7 +4,7 @@ Proves that the plug points (``BlockGemm(load_a=..., load_b=...)``, ``epilogues.
 ``epilogues.bias_activation_from(fn)``) still build for sm_90: code generation only needs the CPU
 (see ``kernel_lab.tensor_cores.offline``). Needs nvmath-python with its cuBLASDx extra:
 
-    /work/venv-dx/bin/python scripts/module06_offline_compile.py --kernels int4,im2col
+    /work/venv-dx/bin/python scripts/module06_offline_compile.py --kernels int4,im2col,async-plain-2,async-suggested-4
 """
 
 import argparse
@@ -55,6 +55,38 @@ def _learner_functions():
     return unpack_int4, quantize_value, im2col_load, bias_gelu
 
 
+def _learner_copies():
+    """Stand-ins for 06.1's numbered steps: the chunk copies and the suggested layouts' positions."""
+    from numba import cuda
+
+    from kernel_lab.mma_ptx import cp_async16_at, global_address
+    from kernel_lab.tensor_cores import async_gemm as ag
+
+    def make_issue_slice(a_pos, b_pos):
+        @cuda.jit(device=True, inline="always")
+        def issue(a, b, stage, k0, row0, col0, m, n, k, tid):
+            for j in range(ag.A_CHUNKS // ag.THREADS):
+                idx = tid + j * ag.THREADS
+                r, c = idx // ag.A_ROW_CHUNKS, idx % ag.A_ROW_CHUNKS
+                gr, gc = row0 + r, k0 + 8 * c
+                inside = gr < m and gc < k
+                cp_async16_at(stage + 16 * a_pos(r, c), global_address(a, (gr, gc) if inside else (0, 0)),
+                              16 if inside else 0)
+            for j in range(ag.B_CHUNKS // ag.THREADS):
+                idx = tid + j * ag.THREADS
+                r, c = idx // ag.B_ROW_CHUNKS, idx % ag.B_ROW_CHUNKS
+                gr, gc = k0 + r, col0 + 8 * c
+                inside = gr < k and gc < n
+                cp_async16_at(stage + ag.A_BYTES + 16 * b_pos(r, c), global_address(b, (gr, gc) if inside else (0, 0)),
+                              16 if inside else 0)
+        return issue
+
+    positions = {}
+    for layout, (pa, pb) in ag.POSITIONS.items():  # the package's reference positions, as device functions
+        positions[layout] = (cuda.jit(device=True, inline="always")(pa), cuda.jit(device=True, inline="always")(pb))
+    return make_issue_slice, positions
+
+
 def _compile(which: str, cc):
     from numba import types
 
@@ -65,6 +97,15 @@ def _compile(which: str, cc):
     geo = types.UniTuple(types.int32, 8)
     i32 = types.int32
     t0 = time.perf_counter()
+    if which.startswith("async"):  # 06.1's numbered steps: "async-plain-2", "async-suggested-3", ...
+        from kernel_lab.tensor_cores import async_gemm
+
+        _, layout, stages = which.split("-")
+        make_issue_slice, positions = _learner_copies()
+        kern = async_gemm.AsyncGemm(make_issue_slice(*positions[layout]), layout, int(stages))
+        f16, f32 = types.Array(types.float16, 2, "C"), types.Array(types.float32, 2, "C")
+        code = offline.compile_kernel(kern.dispatcher, (f16, f16, f32, i32, i32, i32), cc)
+        return f"{which}: {len(code)} bytes of LTO-IR for sm_{cc[0]}{cc[1]} in {time.perf_counter() - t0:.0f} s"
     if which == "int4":  # the learner's int4 unpacking and quantizing epilogue on an int8 block GEMM
         kern = gemm.BlockGemm(GemmConfig(128, 128, 64, 256, "int4"), epilogues.quantize(quantize_value),
                               load_b=unpack_int4)

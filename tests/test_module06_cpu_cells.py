@@ -59,7 +59,7 @@ def run_cells(cells: list[str]) -> subprocess.CompletedProcess:
 
 
 def test_module06_has_cpu_exercises():
-    assert {p.name[:4] for p in WITH_CELLS} >= {"06.2", "06.3", "06.4"}
+    assert {p.name[:4] for p in WITH_CELLS} >= {"06.1", "06.2", "06.3", "06.4"}
 
 
 @pytest.mark.parametrize("path", WITH_CELLS, ids=[p.name for p in WITH_CELLS])
@@ -88,6 +88,12 @@ def test_course_stubs_are_reported_not_done(path):
 # Mutants of the solutions' own exercise code: one small wrong edit each, which the notebook's check
 # must reject (CheckFailed, or an error the simulator raises inside the harness).
 MUTANTS = {
+    "06.1": [("16 if inside else 0)\n        for j in range(2):  # B", "16)\n        for j in range(2):  # B"),  # no zero fill
+             ("return 4 * r + (c ^ ((r >> 1) & 3))", "return 4 * r + (c ^ (r & 3))"),
+             ("stage + A_BYTES + 16 * b_pos(r, c)", "stage + 16 * b_pos(r, c)"),
+             ("gr, gc = row0 + r, k0 + 8 * c", "gr, gc = row0 + r, k0 + c"),
+             ("return 128 * (r >> 3) + 64 * (c >> 3) + 8 * (r & 7) + ((c & 7) ^ (r & 7))",
+              "return 16 * r + ((c & 7) ^ (r & 7)) + 8 * (c >> 3)")],
     "06.2": [("x = value + bias", "x = value"),
              ("return HALF * x * (ONE +", "return x * (ONE +"),
              ("return HALF * x * (ONE +", "return 0.5 * x * (ONE +"),  # float64 from a Python float

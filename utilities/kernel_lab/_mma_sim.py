@@ -210,6 +210,6 @@ def functions() -> dict:
                 ldmatrix_x4=_make_ldmatrix(False, False), ldmatrix_x4_trans=_make_ldmatrix(True, False),
                 ldmatrix_x4_at=_make_ldmatrix(False, True), ldmatrix_x4_trans_at=_make_ldmatrix(True, True),
                 cp_async16_at=cp_async16_at, cp_async4_at=cp_async4_at, cp_async_commit=_nothing,
-                cp_async_wait_all=_nothing,
+                cp_async_wait_all=_nothing, cp_async_wait_group=lambda pending: None,
                 pack_f16x2=lambda lo, hi: _word(lo, hi, "f16"), pack_bf16x2=lambda lo, hi: _word(lo, hi, "bf16"),
                 exp2_approx=exp2_approx, shared_address=_space.address, global_address=_space.address)

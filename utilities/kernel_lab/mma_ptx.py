@@ -39,7 +39,8 @@ from __future__ import annotations
 from .environment import on_simulator
 
 __all__ = ["mma_f16", "mma_bf16", "mma_s8", "ldmatrix_x4", "ldmatrix_x4_trans", "ldmatrix_x4_at", "ldmatrix_x4_trans_at",
-           "cp_async16_at", "cp_async4_at", "cp_async_commit", "cp_async_wait_all", "pack_f16x2",
+           "cp_async16_at", "cp_async4_at", "cp_async_commit", "cp_async_wait_all",
+           "cp_async_wait_group", "pack_f16x2",
            "pack_bf16x2", "exp2_approx", "shared_address", "global_address"]
 
 MMA = "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {{$0,$1,$2,$3}}, {{$4,$5,$6,$7}}, {{$8,$9}}, " \
@@ -195,6 +196,19 @@ def _gpu():
 
         return op
 
+    @intrinsic
+    def cp_async_wait_group(typingctx, pending):
+        """Wait until at most ``pending`` (a constant) of this thread's committed copy groups are in flight."""
+        if not isinstance(pending, types.IntegerLiteral):
+            return None  # Numba then types the call again with the constant's literal type
+        asm = f"cp.async.wait_group {int(pending.literal_value)};"
+
+        def codegen(context, builder, signature, args):
+            builder.asm(ir.FunctionType(ir.VoidType(), []), asm, "~{memory}", [], side_effect=True)
+            return context.get_dummy_value()
+
+        return types.void(pending), codegen
+
     def make_pack(kind):
         asm = f"cvt.rn.{kind}x2.f32 $0, $1, $2;"  # $1 goes to the upper half, $2 to the lower
 
@@ -238,7 +252,7 @@ def _gpu():
                 cp_async4_at=make_cp_async_at(CP_ASYNC4),
                 global_address=global_address,
                 cp_async_commit=make_barrier_op("cp.async.commit_group;"),
-                cp_async_wait_all=make_barrier_op("cp.async.wait_group 0;"),
+                cp_async_wait_all=make_barrier_op("cp.async.wait_group 0;"), cp_async_wait_group=cp_async_wait_group,
                 pack_f16x2=make_pack("f16"), pack_bf16x2=make_pack("bf16"), exp2_approx=exp2_approx,
                 shared_address=shared_address)
 
@@ -261,6 +275,7 @@ cp_async16_at = _impl["cp_async16_at"]
 cp_async4_at = _impl["cp_async4_at"]
 cp_async_commit = _impl["cp_async_commit"]
 cp_async_wait_all = _impl["cp_async_wait_all"]
+cp_async_wait_group = _impl["cp_async_wait_group"]
 pack_f16x2 = _impl["pack_f16x2"]
 pack_bf16x2 = _impl["pack_bf16x2"]
 exp2_approx = _impl["exp2_approx"]

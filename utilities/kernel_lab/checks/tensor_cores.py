@@ -23,7 +23,11 @@ deterministic line on success and raises :class:`kernel_lab.CheckFailed` naming 
 * :func:`check_batched_load`: ``load(x, bz, row, col, rows, cols)``; names the batch stride of a
   shared operand, a batch index that is ignored, a missing zero fill, rows and columns swapped;
 * :func:`check_tuner_search` and :func:`check_cache_lookup`: plain Python, the tuner's two
-  decisions (06.4).
+  decisions (06.4);
+* :func:`check_issue_slice`: ``make_issue_slice(a_pos, b_pos)`` (06.1's numbered steps): the
+  16-byte ``cp.async`` copies of one slice into a layout; names positions that are the plain
+  layout's or swizzle the wrong row bits, chunks past the edge left unwritten (no zero fill), B
+  written over A, and addresses formed outside the matrix.
 
 Sizes are tiny on purpose (the simulator runs one Python thread per GPU thread).
 """
@@ -800,3 +804,115 @@ def check_cache_lookup(lookup, *, name: str = "tuner cache lookup") -> None:
         raise CheckFailed(f"{name}: lookup changed the cache entries; it must only read them")
     progress.passed(name)
     print(f"{name}: correct (exact key, misses for another shape, version and dtypes, stale winner refused)")
+
+
+# ================================================================================================
+# 06.1: the numbered steps: 16-byte cp.async copies into cuBLASDx's layouts
+
+
+def _check_positions(name, a_pos, b_pos, layout):
+    """The learner's chunk positions against the layout's, in plain Python (their ``py_func``)."""
+    from ..tensor_cores import async_gemm as ag
+
+    want_a, want_b = ag.POSITIONS[layout]
+    for which, fn, want, rows, per_row in (("a_pos", a_pos, want_a, ag.TM, ag.A_ROW_CHUNKS),
+                                           ("b_pos", b_pos, want_b, ag.TK, ag.B_ROW_CHUNKS)):
+        f = getattr(fn, "py_func", fn)
+        got = [[f(r, c) for c in range(per_row)] for r in range(rows)]
+        if any(v is None for row in got for v in row):
+            raise CheckFailed(f"{name}: the exercise is not done yet ({which} returns nothing)")
+        for r in range(rows):
+            for c in range(per_row):
+                if int(got[r][c]) != want(r, c):
+                    plain = ag.POSITIONS["plain"][0 if which == "a_pos" else 1](r, c)
+                    extra = ""
+                    if layout == "suggested" and int(got[r][c]) == plain:
+                        extra = (" (that is the plain, row-major position: the suggested layout swaps chunks within "
+                                 "a row by an XOR with bits of the row index)")
+                    elif which == "a_pos" and layout == "suggested" and int(got[r][c]) == r * ag.A_ROW_CHUNKS + (c ^ (r & 3)):
+                        extra = " (an XOR with bits 0-1 of the row; A's swizzle uses bits 1-2: (r >> 1) & 3)"
+                    raise CheckFailed(f"{name}: {which}({r}, {c}) = {got[r][c]}, but the {layout} layout puts chunk {c} "
+                                      f"of row {r} at {want(r, c)}{extra}")
+        flat = sorted(int(v) for row in got for v in row)
+        if flat != list(range(rows * per_row)):
+            raise CheckFailed(f"{name}: {which} does not give every chunk its own place")
+
+
+def check_issue_slice(make_issue_slice, a_pos, b_pos, *, layout: str = "suggested",
+                      name: str = "cp.async tile copies") -> None:
+    """``make_issue_slice(a_pos, b_pos)`` must return a device function
+    ``issue(a, b, stage, k0, row0, col0, m, n, k, tid)`` whose 256 threads together start 16-byte
+    ``cp.async`` copies of one slice: A's tile ``a[row0:row0+128, k0:k0+32]`` chunk (r, c) to shared
+    chunk ``a_pos(r, c)`` of the stage, B's ``b[k0:k0+32, col0:col0+128]`` chunk (r, c) to chunk
+    ``b_pos(r, c)`` after A's 8192 bytes, zeros for chunks past the matrix. Runs one block in a
+    harness (the simulator or the GPU): shared memory poisoned, the copies, the stage read back."""
+    from ..mma_ptx import cp_async_commit, cp_async_wait_all, shared_address
+    from ..tensor_cores import async_gemm as ag
+
+    require_callable(make_issue_slice, "make_issue_slice")
+    _device_function(a_pos, "a_pos")
+    _device_function(b_pos, "b_pos")
+    _check_positions(name, a_pos, b_pos, layout)
+    issue = make_issue_slice(a_pos, b_pos)
+    _device_function(issue, "make_issue_slice(a_pos, b_pos)")
+    ELEMS, THREADS, POISON = ag.STAGE_BYTES // 2, ag.THREADS, 0xFFFF
+
+    # cp.async writes whole 16-byte chunks: the array must start on 16 bytes (the simulator has no
+    # aligned shared arrays, and needs none)
+    ALIGN = None if on_simulator() else 16
+
+    @cuda.jit
+    def harness(a, b, out, k0, row0, col0, m, n, k):
+        sm = cuda.shared.array(shape=(ELEMS,), dtype=np.uint16, alignment=ALIGN)
+        tid = cuda.threadIdx.x
+        for i in range(tid, ELEMS, THREADS):
+            sm[i] = POISON
+        cuda.syncthreads()
+        issue(a, b, shared_address(sm, 0), k0, row0, col0, m, n, k, tid)
+        cp_async_commit()
+        cp_async_wait_all()
+        cuda.syncthreads()
+        for i in range(tid, ELEMS, THREADS):
+            out[i] = sm[i]
+
+    rng = np.random.default_rng(6)
+    m, k, n = 160, 72, 136  # the second case's tile hangs over all three edges
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    a_d, b_d = cuda.to_device(a), cuda.to_device(b)
+    for case, (k0, row0, col0) in (("a tile inside the matrix", (32, 0, 0)),
+                                   ("a tile over the edges (rows 128-255 of 160, K 64-95 of 72, columns 128-255 of 136)",
+                                    (64, 128, 128))):
+        out = cuda.to_device(np.zeros(ELEMS, np.uint16))
+        try:
+            _launch(name, harness, 1, THREADS, a_d, b_d, out, k0, row0, col0, m, n, k)
+        except CheckFailed as exc:
+            if "index" in str(exc).lower() or "bounds" in str(exc).lower() or "address" in str(exc).lower():
+                raise CheckFailed(f"{name}, {case}: it forms an address outside the matrix ({exc}); a chunk past the "
+                                  "edge copies 0 bytes from a valid address, e.g. element (0, 0)") from None
+            raise
+        got = out.copy_to_host()
+        want = ag.reference_stage(a, b, k0, row0, col0, layout).view(np.uint16)
+        if np.array_equal(got, want):
+            continue
+        if np.all(got == POISON):
+            raise CheckFailed(f"{name}: the exercise is not done yet (no chunk of the stage was written)")
+        chunks_got, chunks_want = got.reshape(-1, 8), want.reshape(-1, 8)
+        bad = [int(i) for i in np.nonzero(np.any(chunks_got != chunks_want, axis=1))[0]]
+        p = bad[0]
+        tile, local = ("A", p) if p < ag.A_CHUNKS else ("B", p - ag.A_CHUNKS)
+        if np.all(chunks_got[p] == POISON):
+            if not np.any(chunks_want[p]):
+                raise CheckFailed(f"{name}, {case}: shared chunk {local} of the {tile} tile was never written; it lies "
+                                  "past the matrix edge and must hold zeros: copy 0 source bytes there (cp.async then "
+                                  "fills the 16 bytes with zeros)")
+            raise CheckFailed(f"{name}, {case}: shared chunk {local} of the {tile} tile was never written: every "
+                              f"chunk of the slice needs a copy ({len(bad)} chunks wrong)")
+        if np.array_equal(chunks_got[:ag.B_CHUNKS], chunks_want[ag.A_CHUNKS:]):
+            raise CheckFailed(f"{name}, {case}: B's chunks land at the start of the stage, over A's: B's tile begins "
+                              f"{ag.A_BYTES} bytes after the stage address")
+        raise CheckFailed(f"{name}, {case}: shared chunk {local} of the {tile} tile holds the wrong 16 bytes "
+                          f"({len(bad)} of {ag.A_CHUNKS + ag.B_CHUNKS} chunks wrong): check the global row and column "
+                          "of chunk (r, c) (row r, columns 8c..8c+7 of the slice) and the byte offset 16 * pos")
+    progress.passed(name)
+    print(f"{name}: correct for both tiles ({layout} layout, zeros past the edges)")

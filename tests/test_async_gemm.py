@@ -1,0 +1,105 @@
+"""06.1's numbered steps (``kernel_lab.tensor_cores.async_gemm``): the learner's 16-byte ``cp.async``
+tile copies and swizzles, checked in the simulator by ``check_issue_slice`` (a harness block that
+poisons shared memory, runs the copies, reads the stage back), with the classic mistakes named;
+the layouts' position functions against each other. The GPU kernel around them is compiled for
+sm_90 by scripts/module06_offline_compile.py and measured by notebook 06.1."""
+
+import numpy as np
+import pytest
+
+import kernel_lab as kl
+
+pytestmark = pytest.mark.skipif(not kl.on_simulator(), reason="the copy harness is checked in the simulator here; "
+                                "on a GPU notebook 06.1 runs it")
+
+kl.setup(quiet=True)
+
+from numba import cuda  # noqa: E402
+
+from kernel_lab.check import CheckFailed  # noqa: E402
+from kernel_lab.checks import tensor_cores as checks  # noqa: E402
+from kernel_lab.mma_ptx import cp_async16_at, global_address  # noqa: E402
+from kernel_lab.tensor_cores import async_gemm as ag  # noqa: E402
+
+
+def make_issue_slice(a_pos, b_pos, *, zero_fill=True, b_offset=ag.A_BYTES):
+    """The notebook's solution (with two switches for mutants)."""
+    @cuda.jit(device=True)
+    def issue(a, b, stage, k0, row0, col0, m, n, k, tid):
+        for j in range(ag.A_CHUNKS // ag.THREADS):
+            idx = tid + j * ag.THREADS
+            r, c = idx // ag.A_ROW_CHUNKS, idx % ag.A_ROW_CHUNKS
+            gr, gc = row0 + r, k0 + 8 * c
+            inside = gr < m and gc < k
+            if inside or zero_fill:
+                cp_async16_at(stage + 16 * a_pos(r, c), global_address(a, (gr, gc) if inside else (0, 0)),
+                              16 if inside else 0)
+        for j in range(ag.B_CHUNKS // ag.THREADS):
+            idx = tid + j * ag.THREADS
+            r, c = idx // ag.B_ROW_CHUNKS, idx % ag.B_ROW_CHUNKS
+            gr, gc = k0 + r, col0 + 8 * c
+            inside = gr < k and gc < n
+            if inside or zero_fill:
+                cp_async16_at(stage + b_offset + 16 * b_pos(r, c), global_address(b, (gr, gc) if inside else (0, 0)),
+                              16 if inside else 0)
+    return issue
+
+
+@cuda.jit(device=True)
+def a_swizzled(r, c):
+    return 4 * r + (c ^ ((r >> 1) & 3))
+
+
+@cuda.jit(device=True)
+def b_swizzled(r, c):
+    return 128 * (r >> 3) + 64 * (c >> 3) + 8 * (r & 7) + ((c & 7) ^ (r & 7))
+
+
+@cuda.jit(device=True)
+def a_plain(r, c):
+    return 4 * r + c
+
+
+@cuda.jit(device=True)
+def b_plain(r, c):
+    return 16 * r + c
+
+
+@cuda.jit(device=True)
+def a_low_bits(r, c):
+    return 4 * r + (c ^ (r & 3))
+
+
+def test_both_layouts_pass(capsys):
+    checks.check_issue_slice(make_issue_slice, a_plain, b_plain, layout="plain")
+    checks.check_issue_slice(make_issue_slice, a_swizzled, b_swizzled, layout="suggested")
+    out = capsys.readouterr().out
+    assert "correct for both tiles (plain layout" in out and "correct for both tiles (suggested layout" in out
+
+
+@pytest.mark.parametrize("a_pos, b_pos, words", [(a_plain, b_swizzled, "plain, row-major position"),
+                                                 (a_low_bits, b_swizzled, "bits 1-2"),
+                                                 (a_swizzled, b_plain, "plain, row-major position")])
+def test_wrong_swizzles_are_named(a_pos, b_pos, words):
+    with pytest.raises(CheckFailed, match=words):
+        checks.check_issue_slice(make_issue_slice, a_pos, b_pos, layout="suggested")
+
+
+def test_a_missing_zero_fill_is_named():
+    with pytest.raises(CheckFailed, match="must hold zeros"):
+        checks.check_issue_slice(lambda a, b: make_issue_slice(a, b, zero_fill=False), a_swizzled, b_swizzled)
+
+
+def test_b_over_a_is_named():
+    with pytest.raises(CheckFailed, match="over A's"):
+        checks.check_issue_slice(lambda a, b: make_issue_slice(a, b, b_offset=0), a_plain, b_plain, layout="plain")
+
+
+def test_the_positions_are_permutations_and_the_reference_stage_zero_fills():
+    for a_pos, b_pos in ag.POSITIONS.values():
+        assert sorted(a_pos(r, c) for r in range(ag.TM) for c in range(ag.A_ROW_CHUNKS)) == list(range(ag.A_CHUNKS))
+        assert sorted(b_pos(r, c) for r in range(ag.TK) for c in range(ag.B_ROW_CHUNKS)) == list(range(ag.B_CHUNKS))
+    a = np.ones((3, 8), np.float16)
+    b = np.ones((8, 8), np.float16)
+    stage = ag.reference_stage(a, b, 0, 0, 0, "suggested")
+    assert stage[:ag.TM * ag.TK].sum() == 24 and stage[ag.TM * ag.TK:].sum() == 64

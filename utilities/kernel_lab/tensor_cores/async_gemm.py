@@ -1,0 +1,218 @@
+"""06.1's numbered steps: a block GEMM whose tiles arrive by 16-byte ``cp.async`` copies.
+
+``BlockGemm`` (06.1's first kernel) loads its tiles one 2-byte element a thread at a time through
+registers; compiled for sm_90 its main loop is about 3,000 integer instructions (indices, bounds
+tests) around 64 tensor-core instructions, and it reaches 0.04x cuBLAS at 4096^3. The steps here
+change only how the tiles get into shared memory; ``MM.execute`` stays cuBLASDx's:
+
+2. each thread copies whole 16-byte chunks (eight halves) with ``cp.async`` (``mma_ptx``), zeros
+   past the matrix edges (a copy of 0 source bytes fills the chunk with zeros), into cuBLASDx's
+   *plain* row-major layouts, two slices in flight;
+3. the chunks go to the offsets of cuBLASDx's *suggested* layouts instead: the same rows with their
+   16-byte chunks permuted by an XOR of row bits (a swizzle), so that the eight rows a tensor-core
+   fragment load (``ldmatrix``) reads at once sit in eight different banks;
+4. more slices in flight (``stages``).
+
+The learner writes the chunk copies (``make_issue_slice``) and the swizzle (``a_pos``/``b_pos``) in
+06.1; the stage loop around them is :func:`kernel`'s. The swizzles were read off cuBLASDx itself:
+``scripts/probes/block_gemm_copy.py --only discover`` lets cuBLASDx's own ``copy`` fill a tile of
+known bit patterns and dumps shared memory (H100, nvmath-python 1.0, libmathdx 0.3.2): for
+128 x 128 x 32 fp16 tiles and 256 threads, chunk ``c`` of row ``r`` of A (4 chunks a row) sits at
+chunk ``4 r + (c ^ ((r >> 1) & 3))``, and chunk ``c`` of row ``r`` of B (16 a row) at
+``128 (r >> 3) + 64 (c >> 3) + 8 (r & 7) + ((c & 7) ^ (r & 7))``.
+
+Measured on an H100 at 4096^3 fp16, ratios to cuBLAS (CuPy) in the same run: ``BlockGemm`` 0.04x;
+this kernel with the notebook's copies 0.11x (plain, 2 stages), 0.23x (suggested, 3 stages), 0.22x
+(4 stages). The probe's variant of step 3, whose threads look up their chunks' shared offsets in a
+table once and whose results leave through cuBLASDx's ``copy_fragment`` (whole tiles only), reached
+0.24x, 0.27x and 0.29x with 2, 3 and 4 stages in its own run: the per-slice index arithmetic and the
+bounds-tested epilogue of the general kernel cost the difference.
+
+Whole 16-byte chunks need K and N to be multiples of 8 (rows that start on 16 bytes); other shapes
+are refused with that reason (``BlockGemm`` serves them).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import numpy as np
+
+from ..validate import KernelLabArgumentError
+
+TM, TN, TK, THREADS = 128, 128, 32, 256  # the tiles of 06.1's kernels, fp16 in, float32 out
+CH = 8  # halves in a 16-byte chunk
+A_ROW_CHUNKS, B_ROW_CHUNKS = TK // CH, TN // CH  # chunks in a row of the A tile (TM x TK), of B (TK x TN)
+A_CHUNKS, B_CHUNKS = TM * A_ROW_CHUNKS, TK * B_ROW_CHUNKS
+A_BYTES = 2 * TM * TK  # a stage: the A tile, then the B tile
+STAGE_BYTES = A_BYTES + 2 * TK * TN
+LAYOUTS = ("plain", "suggested")
+
+
+def plain_a_pos(r, c):
+    return r * A_ROW_CHUNKS + c
+
+
+def plain_b_pos(r, c):
+    return r * B_ROW_CHUNKS + c
+
+
+def suggested_a_pos(r, c):
+    return r * A_ROW_CHUNKS + (c ^ ((r >> 1) & 3))
+
+
+def suggested_b_pos(r, c):
+    return 128 * (r >> 3) + 64 * (c >> 3) + 8 * (r & 7) + ((c & 7) ^ (r & 7))
+
+
+POSITIONS = {"plain": (plain_a_pos, plain_b_pos), "suggested": (suggested_a_pos, suggested_b_pos)}
+
+
+def reference_stage(a, b, k0, row0, col0, layout):
+    """The stage (A tile, then B tile, as float16 element order in shared memory) that the copies of
+    slice ``k0`` must leave: each chunk at its layout's position, zeros past the edges."""
+    a_pos, b_pos = POSITIONS[layout]
+    m, k = a.shape
+    n = b.shape[1]
+    sa = np.zeros(TM * TK, np.float16)
+    sb = np.zeros(TK * TN, np.float16)
+    for r in range(TM):
+        for c in range(A_ROW_CHUNKS):
+            gr, gc = row0 + r, k0 + CH * c
+            if gr < m and gc < k:
+                sa[CH * a_pos(r, c):CH * a_pos(r, c) + CH] = a[gr, gc:gc + CH]
+    for r in range(TK):
+        for c in range(B_ROW_CHUNKS):
+            gr, gc = k0 + r, col0 + CH * c
+            if gr < k and gc < n:
+                sb[CH * b_pos(r, c):CH * b_pos(r, c) + CH] = b[gr, gc:gc + CH]
+    return np.concatenate([sa, sb])
+
+
+def _matmul():
+    """cuBLASDx's block ``Matmul`` for these tiles.
+
+    Numba interns types by name, and nvmath-python names a ``Matmul``'s type by its description, so
+    a second ``Matmul`` with the same description (06.1's ``BlockGemm`` builds one) is typed as the
+    first, whose tensor handles never saw the suggested layouts: typing ``execute`` then fails an
+    assertion inside nvmath-python. Taking the object the type already holds keeps the layouts,
+    the partition functions and ``execute`` on one ``Matmul``."""
+    import nvmath.device as nd
+    from nvmath.device.cublasdx_numba import BlasType
+
+    MM = nd.Matmul(size=(TM, TN, TK), precision=(np.float16, np.float16, np.float32), data_type="real",
+                   arrangement=("row_major", "row_major", "row_major"), execution="Block", block_size=THREADS,
+                   static_block_dim=True, alignment=(16, 16, 16))
+    return BlasType(MM).blas
+
+
+@functools.lru_cache(maxsize=None)
+def kernel(issue_slice, layout: str, stages: int):
+    """The kernel around the learner's ``issue_slice(a, b, stage, k0, row0, col0, m, n, k, tid)``
+    (a device function that starts this thread's copies of slice ``k0`` into the stage at shared
+    address ``stage``): ``stages`` slices in flight, cuBLASDx's ``execute`` on each in turn, the
+    float32 results stored inside the matrix. Returns ``(dispatcher, dynamic shared bytes)``."""
+    from numba import cuda
+    from nvmath.device.common import make_tensor
+
+    from ..mma_ptx import cp_async_commit, cp_async_wait_group, shared_address
+    from . import fragments
+
+    if layout not in LAYOUTS:
+        raise KernelLabArgumentError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    if not 2 <= stages <= 6:
+        raise KernelLabArgumentError(f"stages must be 2 to 6 (slices in flight), got {stages}")
+    MM = _matmul()
+    if layout == "plain":
+        la, lb, lc, part = MM.get_layout_smem_a(), MM.get_layout_smem_b(), MM.get_layout_rmem_c(), "rmem_c"
+    else:
+        la, lb, lc = MM.suggest_layout_smem_a(), MM.suggest_layout_smem_b(), MM.suggest_layout_rmem_c()
+        part = "suggested_rmem_c"
+    frag_coords, thread_active = fragments.partition_functions(MM, tensor_type=part)
+    A_SZ, STAGE, C_SZ = TM * TK, TM * TK + TK * TN, lc.cosize
+    PENDING = stages - 2  # copy groups still in flight once a slice's own have landed
+
+    @cuda.jit(launch_bounds=(THREADS, 1))
+    def async_gemm(a, b, out, m, n, k):
+        smem = cuda.shared.array(shape=(0,), dtype=np.float16, alignment=16)
+        base = shared_address(smem, 0)
+        tid = cuda.threadIdx.x
+        row0, col0 = cuda.blockIdx.x * TM, cuda.blockIdx.y * TN
+        cbuf = cuda.local.array(shape=(C_SZ,), dtype=np.float32)
+        for i in range(C_SZ):
+            cbuf[i] = np.float32(0)
+        acc = make_tensor(cbuf, lc)
+        steps = (k + TK - 1) // TK
+        for s in range(stages - 1):  # the first stages - 1 slices in flight
+            if s < steps:
+                issue_slice(a, b, base + s * STAGE_BYTES, s * TK, row0, col0, m, n, k, tid)
+            cp_async_commit()
+        for i in range(steps):
+            cp_async_wait_group(PENDING)  # slice i has landed (this thread's copies) ...
+            cuda.syncthreads()  # ... and everyone's; and slice i - 1's stage is free to refill
+            s = i + stages - 1
+            if s < steps:
+                issue_slice(a, b, base + (s % stages) * STAGE_BYTES, s * TK, row0, col0, m, n, k, tid)
+            cp_async_commit()  # an empty group past the end keeps the count
+            off = (i % stages) * STAGE
+            MM.execute(make_tensor(smem[off:off + A_SZ], la), make_tensor(smem[off + A_SZ:off + STAGE], lb), acc)
+        cp_async_wait_group(0)
+        if thread_active():
+            for i in range(C_SZ):
+                r, c = frag_coords(i)
+                if row0 + r < m and col0 + c < n:
+                    out[row0 + r, col0 + c] = cbuf[i]
+
+    return async_gemm, stages * STAGE_BYTES
+
+
+class AsyncGemm:
+    """``out = A @ B`` (fp16 in, float32 out, row-major, K and N multiples of 8) with the learner's
+    chunk copies ``issue_slice``, in ``layout`` ("plain" or "suggested"), ``stages`` slices in flight."""
+
+    def __init__(self, issue_slice, layout: str = "suggested", stages: int = 3):
+        self.layout, self.stages = layout, stages
+        self.dispatcher, self.smem_bytes = kernel(issue_slice, layout, stages)
+        self.compile_seconds = None
+        self._opted_in = False
+
+    def label(self) -> str:
+        return f"cp.async, {self.layout} layouts, {self.stages} stages"
+
+    def _args(self, a, b, out):
+        from .gemm import as_device
+
+        a, b, out = as_device(a), as_device(b), as_device(out)
+        for name, x, dt in (("a", a, np.float16), ("b", b, np.float16), ("out", out, np.float32)):
+            if x.ndim != 2 or np.dtype(x.dtype) != dt:
+                raise KernelLabArgumentError(f"{name} must be a 2-D {np.dtype(dt).name} array, got {x.ndim}-D "
+                                             f"{np.dtype(x.dtype).name}")
+            if not x.is_c_contiguous():
+                raise KernelLabArgumentError(f"{name} must be C-contiguous (row-major), not a transposed or sliced view")
+        (m, k), (k2, n) = a.shape, b.shape
+        if k2 != k or out.shape != (m, n):
+            raise KernelLabArgumentError(f"shapes do not fit: a {a.shape}, b {b.shape}, out {out.shape}")
+        if k % CH or n % CH:
+            raise KernelLabArgumentError(f"K = {k} and N = {n} must be multiples of 8: a 16-byte chunk of a row must "
+                                         "start on 16 bytes (gemm.BlockGemm serves other shapes)")
+        return (a, b, out, np.int32(m), np.int32(n), np.int32(k)), (-(-m // TM), -(-n // TN))
+
+    def launcher(self, a, b, out):
+        """A no-argument function that launches this GEMM on these arrays (for kl.benchmark)."""
+        from .gemm import launch_types, set_max_dynamic_shared_memory
+
+        args, grid = self._args(a, b, out)
+        if self.compile_seconds is None:
+            t0 = time.perf_counter()
+            self.dispatcher.compile(launch_types(self.dispatcher, args))
+            self.compile_seconds = time.perf_counter() - t0
+        if self.smem_bytes > 48 * 1024 and not self._opted_in:
+            set_max_dynamic_shared_memory(self.dispatcher, args, self.smem_bytes)
+            self._opted_in = True
+        launch = self.dispatcher[grid, THREADS, 0, self.smem_bytes]
+        return lambda: launch(*args)
+
+    def __call__(self, a, b, out):
+        self.launcher(a, b, out)()
+        return out
