@@ -38,10 +38,9 @@ from __future__ import annotations
 
 from .environment import on_simulator
 
-__all__ = ["mma_f16", "mma_bf16", "mma_s8", "ldmatrix_x4", "ldmatrix_x4_trans", "ldmatrix_x4_at", "ldmatrix_x4_trans_at",
-           "cp_async16_at", "cp_async4_at", "cp_async_commit", "cp_async_wait_all",
-           "cp_async_wait_group", "pack_f16x2",
-           "pack_bf16x2", "exp2_approx", "shared_address", "global_address"]
+__all__ = ["mma_f16", "mma_bf16", "mma_s8", "ldmatrix_x4", "ldmatrix_x4_trans", "ldmatrix_x4_at",
+           "ldmatrix_x4_trans_at", "cp_async16_at", "cp_async4_at", "cp_async_commit", "cp_async_wait_all",
+           "cp_async_wait_group", "pack_f16x2", "pack_bf16x2", "exp2_approx", "shared_address", "global_address"]
 
 MMA = "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {{$0,$1,$2,$3}}, {{$4,$5,$6,$7}}, {{$8,$9}}, " \
       "{{$10,$11,$12,$13}};"
@@ -246,12 +245,11 @@ def _gpu():
 
         return types.uint32(array, index), codegen
 
-    return dict(mma_f16=make_mma("f16"), mma_bf16=make_mma("bf16"), mma_s8=mma_s8, ldmatrix_x4=make_ldmatrix(False, False),
-                ldmatrix_x4_trans=make_ldmatrix(True, False), ldmatrix_x4_at=make_ldmatrix(False, True),
-                ldmatrix_x4_trans_at=make_ldmatrix(True, True), cp_async16_at=make_cp_async_at(CP_ASYNC),
-                cp_async4_at=make_cp_async_at(CP_ASYNC4),
-                global_address=global_address,
-                cp_async_commit=make_barrier_op("cp.async.commit_group;"),
+    return dict(mma_f16=make_mma("f16"), mma_bf16=make_mma("bf16"), mma_s8=mma_s8,
+                ldmatrix_x4=make_ldmatrix(False, False), ldmatrix_x4_trans=make_ldmatrix(True, False),
+                ldmatrix_x4_at=make_ldmatrix(False, True), ldmatrix_x4_trans_at=make_ldmatrix(True, True),
+                cp_async16_at=make_cp_async_at(CP_ASYNC), cp_async4_at=make_cp_async_at(CP_ASYNC4),
+                global_address=global_address, cp_async_commit=make_barrier_op("cp.async.commit_group;"),
                 cp_async_wait_all=make_barrier_op("cp.async.wait_group 0;"), cp_async_wait_group=cp_async_wait_group,
                 pack_f16x2=make_pack("f16"), pack_bf16x2=make_pack("bf16"), exp2_approx=exp2_approx,
                 shared_address=shared_address)

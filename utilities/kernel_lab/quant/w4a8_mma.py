@@ -62,9 +62,10 @@ MAX_NT = 8  # token tiles of 8 per block: M <= 64 in one pass over the weights
 def _parts(MTILES: int, NT: int):
     """The kernel's steps, for MTILES tiles of 16 weight rows and NT tiles of 8 activation rows:
     ``weight_rows`` (each lane's rows, clamped), ``load_weights`` (a chunk's packed words and group
-    scales / 16 for rows g and g + 8 of each tile; a zero scale past the last row), ``unpack`` (the x16 halves), ``tile_mma`` (one token tile's four
-    ``mma`` steps per weight tile, scaled into the float32 accumulators), ``add_partials`` (the
-    K-warps' sums through shared memory, in a fixed order) and ``store``."""
+    scales / 16 for rows g and g + 8 of each tile; a zero scale past the last row), ``unpack`` (the
+    x16 halves), ``split_bytes`` (an activation row's even and odd bytes), ``tile_mma`` (one token
+    tile's four ``mma`` steps per weight tile, scaled into the float32 accumulators),
+    ``add_partials`` (the K-warps' sums through shared memory, in a fixed order) and ``store``."""
     NACC = MTILES * NT * 4
     SCALE_DIV = float32(0.0625)
 
