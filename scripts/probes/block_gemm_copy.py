@@ -15,6 +15,9 @@ The variants here are whole-tile kernels (M, N, K multiples of the tile), fp16 i
   copy-2     the same, two stages: the next slice's copy in flight while ``execute`` runs
   copy-2 k64 two stages with 64-wide slices (half the calls and barriers per K)
   copy-2 k64 t128  the same with 128 threads (more registers a thread, more blocks an SM)
+  plain copy-2     copy-2 into the plain layouts
+  discover         where cuBLASDx's suggested layouts put each 16-byte chunk (see below)
+  swizzled s2-s4   our own cp.async to those places, 2 to 4 stages
 Each is checked against cuBLAS's float32 product first; the timing is CUDA events after warm-up,
 L2 flushed, median (``kl.benchmark``), beside cuBLAS fp16 in the same run.
 
@@ -24,7 +27,7 @@ Found (H100, 2026-11-27, 4096^3 fp16, fraction of cuBLAS fp16 in the same run):
     although ``alignment=16`` is passed: nvmath-python 1.0's ``Matmul`` takes no global-memory
     alignment. An earlier session measured the two-stage form at 13 TFLOP/s; not timed again.
   * async s2/s3/s4 (our own 16-byte ``cp.async``, LDGSTS.E.BYPASS.128.ZFILL in the SASS, into the
-    plain layouts): 0.10x at every depth (75, 72, 72 TFLOP/s; ``BlockGemm`` 30.5): the depth does
+    plain layouts; that kernel is now ``kernel_lab.tensor_cores.async_gemm`` with layout="plain"): 0.10x at every depth (75, 72, 72 TFLOP/s; ``BlockGemm`` 30.5): the depth does
     not matter; the plain layouts do (HMMA.1688 and scalar LDS for B in the SASS, bank conflicts).
   * discover: cuBLASDx's ``copy`` places a tile of known bit patterns and shared memory is dumped:
     every 16-byte chunk stays whole, and A's chunk c of row r sits at 4 r + (c ^ ((r >> 1) & 3)),
@@ -56,92 +59,6 @@ VARIANTS = {  # name: (tile_m, tile_n, tile_k, threads, stages, shared layouts: 
     "copy-2 k64 t128": (128, 128, 64, 128, 2, "suggested"),
     "plain copy-2": (128, 128, 32, 256, 2, "plain"),
 }
-ASYNC = {  # name: (tile_m, tile_n, tile_k, threads, stages): our own 16-byte cp.async into the plain layouts
-    "async s2": (128, 128, 32, 256, 2),
-    "async s3": (128, 128, 32, 256, 3),
-    "async s4": (128, 128, 32, 256, 4),
-    "async s3 k64": (128, 128, 64, 256, 3),
-    "async s4 t128 64x128": (64, 128, 32, 128, 4),
-}
-
-
-def build_async(tm: int, tn: int, tk: int, threads: int, stages: int):
-    """A block GEMM that copies its tiles itself, 16 bytes a thread at a time with ``cp.async`` into
-    cuBLASDx's plain (row-major) layouts, ``stages`` slices in flight; zero-filled past the edges
-    (K and N must be multiples of 8: rows start on 16 bytes). Any size; one compiled kernel."""
-    import numpy as np
-    from numba import cuda
-    from nvmath.device import Matmul
-    from nvmath.device.common import make_tensor
-
-    from kernel_lab.mma_ptx import cp_async16_at, cp_async_commit, cp_async_wait_group, global_address, shared_address
-    from kernel_lab.tensor_cores import fragments
-
-    MM = Matmul(size=(tm, tn, tk), precision=(np.float16, np.float16, np.float32), data_type="real",
-                arrangement=("row_major", "row_major", "row_major"), execution="Block", block_size=threads,
-                static_block_dim=True, alignment=(16, 16, 16))
-    la, lb, lc = MM.get_layout_smem_a(), MM.get_layout_smem_b(), MM.get_layout_rmem_c()
-    frag_coords, thread_active = fragments.partition_functions(MM)
-    A_SZ, B_SZ, C_SZ = tm * tk, tk * tn, lc.cosize
-    STAGE = A_SZ + B_SZ
-    A_CH, B_CH = A_SZ // 8, B_SZ // 8  # 16-byte chunks of a slice
-    A_PER, B_PER = -(-A_CH // threads), -(-B_CH // threads)
-    KC, NC = tk // 8, tn // 8  # chunks per row of the A tile, of the B tile
-    PENDING = stages - 2
-
-    @cuda.jit(device=True, inline="always")
-    def issue(a, b, base, s, row0, col0, m, n, k, tid):
-        k0 = s * tk
-        st = base + 2 * (s % stages) * STAGE
-        for j in range(A_PER):
-            idx = tid + j * threads
-            if idx < A_CH:
-                r, c = idx // KC, (idx % KC) * 8
-                gr, gc = row0 + r, k0 + c
-                nb = 2 * min(k - gc, 8) if gr < m and gc < k else 0
-                cp_async16_at(st + 2 * (r * tk + c), global_address(a, (gr if nb else 0, gc if nb else 0)), nb)
-        for j in range(B_PER):
-            idx = tid + j * threads
-            if idx < B_CH:
-                r, c = idx // NC, (idx % NC) * 8
-                gr, gc = k0 + r, col0 + c
-                nb = 2 * min(n - gc, 8) if gr < k and gc < n else 0
-                cp_async16_at(st + 2 * (A_SZ + r * tn + c), global_address(b, (gr if nb else 0, gc if nb else 0)), nb)
-
-    @cuda.jit(launch_bounds=(threads, 1))
-    def kernel(a, b, c):
-        m, k, n = a.shape[0], a.shape[1], b.shape[1]
-        smem = cuda.shared.array(shape=(0,), dtype=np.float16, alignment=16)
-        base = shared_address(smem, 0)
-        tid = cuda.threadIdx.x
-        row0, col0 = cuda.blockIdx.x * tm, cuda.blockIdx.y * tn
-        cbuf = cuda.local.array(shape=(C_SZ,), dtype=np.float32)
-        for i in range(C_SZ):
-            cbuf[i] = np.float32(0)
-        acc = make_tensor(cbuf, lc)
-        steps = (k + tk - 1) // tk
-        for s in range(stages - 1):
-            if s < steps:
-                issue(a, b, base, s, row0, col0, m, n, k, tid)
-            cp_async_commit()
-        for i in range(steps):
-            cp_async_wait_group(PENDING)  # slice i has landed (this thread's copies) ...
-            cuda.syncthreads()  # ... everyone's; and slice i - 1's stage is free
-            if i + stages - 1 < steps:
-                issue(a, b, base, i + stages - 1, row0, col0, m, n, k, tid)
-            cp_async_commit()
-            off = (i % stages) * STAGE
-            MM.execute(make_tensor(smem[off:off + A_SZ], la), make_tensor(smem[off + A_SZ:off + STAGE], lb), acc)
-        cp_async_wait_group(0)
-        if thread_active():
-            for i in range(C_SZ):
-                r, cc = frag_coords(i)
-                if row0 + r < m and col0 + cc < n:
-                    c[row0 + r, col0 + cc] = cbuf[i]
-
-    return kernel, 2 * stages * STAGE, MM
-
-
 def build(n: int, tm: int, tn: int, tk: int, threads: int, stages: int, layouts: str = "suggested"):
     """The kernel for an n x n x n problem (cuBLASDx's global layouts take the leading dimensions
     as constants) and its dynamic shared-memory bytes."""
@@ -296,6 +213,14 @@ def build_swizzled(n: int, stages: int, tm=128, tn=128, tk=32, threads=256):
     KC, NC = tk // 8, tn // 8
     PENDING = stages - 2
 
+    @cuda.jit(device=True, inline="always")
+    def copy_slice(a, b, st, k0, da0, da1, db0, db1, ra0, ca0, ra1, ca1, rb0, cb0, rb1, cb1):
+        """This thread's four 16-byte copies of the slice at k0 into the stage at shared address st."""
+        cp_async16_at(st + 2 * da0, global_address(a, (ra0, k0 + ca0)), 16)
+        cp_async16_at(st + 2 * da1, global_address(a, (ra1, k0 + ca1)), 16)
+        cp_async16_at(st + 2 * (A_SZ + db0), global_address(b, (k0 + rb0, cb0)), 16)
+        cp_async16_at(st + 2 * (A_SZ + db1), global_address(b, (k0 + rb1, cb1)), 16)
+
     @cuda.jit(launch_bounds=(threads, 1))
     def kernel(a, b, c, dest):
         smem = cuda.shared.array(shape=(0,), dtype=np.float16, alignment=16)
@@ -314,22 +239,16 @@ def build_swizzled(n: int, stages: int, tm=128, tn=128, tk=32, threads=256):
         steps = a.shape[1] // tk
         for s in range(stages - 1):
             if s < steps:
-                st = base + 2 * (s % stages) * STAGE
-                cp_async16_at(st + 2 * da0, global_address(a, (ra0, s * tk + ca0)), 16)
-                cp_async16_at(st + 2 * da1, global_address(a, (ra1, s * tk + ca1)), 16)
-                cp_async16_at(st + 2 * (A_SZ + db0), global_address(b, (s * tk + rb0, cb0)), 16)
-                cp_async16_at(st + 2 * (A_SZ + db1), global_address(b, (s * tk + rb1, cb1)), 16)
+                copy_slice(a, b, base + 2 * (s % stages) * STAGE, s * tk, da0, da1, db0, db1, ra0, ca0, ra1, ca1,
+                           rb0, cb0, rb1, cb1)
             cp_async_commit()
         for i in range(steps):
             cp_async_wait_group(PENDING)
             cuda.syncthreads()
             s = i + stages - 1
             if s < steps:
-                st = base + 2 * (s % stages) * STAGE
-                cp_async16_at(st + 2 * da0, global_address(a, (ra0, s * tk + ca0)), 16)
-                cp_async16_at(st + 2 * da1, global_address(a, (ra1, s * tk + ca1)), 16)
-                cp_async16_at(st + 2 * (A_SZ + db0), global_address(b, (s * tk + rb0, cb0)), 16)
-                cp_async16_at(st + 2 * (A_SZ + db1), global_address(b, (s * tk + rb1, cb1)), 16)
+                copy_slice(a, b, base + 2 * (s % stages) * STAGE, s * tk, da0, da1, db0, db1, ra0, ca0, ra1, ca1,
+                           rb0, cb0, rb1, cb1)
             cp_async_commit()
             off = (i % stages) * STAGE
             MM.execute(make_tensor(smem[off:off + A_SZ], la), make_tensor(smem[off + A_SZ:off + STAGE], lb), acc)
@@ -398,7 +317,7 @@ def offline(n, names, sass_dir=None):
             code = off.compile_kernel(kernel, (f16, f16, f32, types.Array(types.int32, 1, "C")))
             print(f"{name}: {len(code)} bytes of LTO-IR, {time.perf_counter() - t0:.0f} s", flush=True)
             continue
-        kernel, smem, _ = build_async(*ASYNC[name]) if name in ASYNC else build(n, *VARIANTS[name])
+        kernel, smem, _ = build(n, *VARIANTS[name])
         code = off.compile_kernel(kernel, (f16, f16, f32))
         print(f"{name}: {len(code)} bytes of LTO-IR, {smem} bytes of shared memory, {time.perf_counter() - t0:.0f} s",
               flush=True)
@@ -453,10 +372,10 @@ def on_gpu(n, names):
             except Exception as exc:  # noqa: BLE001
                 print(f"{name}: FAILED {type(exc).__name__}: {str(exc)[:400]}", flush=True)
             continue
-        tm, tn, tk, threads = (ASYNC.get(name) or VARIANTS[name])[:4]
+        tm, tn, tk, threads = VARIANTS[name][:4]
         t0 = time.perf_counter()
         try:
-            kernel, smem, _ = build_async(*ASYNC[name]) if name in ASYNC else build(n, *VARIANTS[name])
+            kernel, smem, _ = build(n, *VARIANTS[name])
             if smem > 48 * 1024:
                 gemm.set_max_dynamic_shared_memory(kernel, (a, b, c), smem)
             launch = kernel[(n // tm, n // tn), threads, 0, smem]
@@ -479,7 +398,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--offline", action="store_true", help="compile for sm_90 on a CPU (venv with nvmath)")
     p.add_argument("--n", type=int, default=4096)
-    p.add_argument("--only", default=",".join(["BlockGemm", *VARIANTS, *ASYNC, "discover", *SWIZZLED]))
+    p.add_argument("--only", default=",".join(["BlockGemm", *VARIANTS, "discover", *SWIZZLED]))
     p.add_argument("--sass", help="with --offline: link each kernel and count its SASS opcodes, cubins into this folder")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
