@@ -103,3 +103,24 @@ def test_the_positions_are_permutations_and_the_reference_stage_zero_fills():
     b = np.ones((8, 8), np.float16)
     stage = ag.reference_stage(a, b, 0, 0, 0, "suggested")
     assert stage[:ag.TM * ag.TK].sum() == 24 and stage[ag.TM * ag.TK:].sum() == 64
+
+
+def test_window_is_the_slice_it_names():
+    """``mma_ptx.window`` (the kernel's stage views, a slice without clamping) in the simulator: a
+    block writes through windows at moving offsets of one shared array, read back whole."""
+    from kernel_lab.mma_ptx import window
+
+    @cuda.jit
+    def through_windows(out):
+        buf = cuda.shared.array(shape=(24,), dtype=np.float32)
+        t = cuda.threadIdx.x
+        for stage in range(3):
+            view = window(buf, 8 * stage, 8)
+            view[t] = 100 * stage + t
+        cuda.syncthreads()
+        for stage in range(3):
+            out[8 * stage + t] = buf[8 * stage + t]
+
+    out = np.full(24, np.nan, np.float32)
+    through_windows[1, 8](out)
+    assert out.tolist() == [100 * s + t for s in range(3) for t in range(8)]

@@ -38,6 +38,11 @@ Found (H100, 2026-11-27, 4096^3 fp16, fraction of cuBLAS fp16 in the same run):
   * the package's form (``kernel_lab.tensor_cores.async_gemm``, the notebook's copies with bounds
     tests, any size): 0.11x plain, 0.23x suggested with 3 stages, 0.22x with 4, 0.24x with 4 and the
     bounds tests removed (one run; cuBLAS 759 TFLOP/s).
+  * H200, 2026-11-27: that form with its loop's costs cut (stage counters instead of ``i % stages``,
+    ``mma_ptx.window`` views instead of clamped slices, the epilogue through shared memory by
+    ``copy_fragment``; 242 instructions a pass instead of 294): 0.12x plain, 0.22x / 0.28x / 0.26x
+    suggested with 2 / 3 / 4 stages, against 0.23x / 0.22x for the earlier form with 3 / 4 stages in
+    the same run (cuBLAS 752 TFLOP/s); the table-driven variant below was not run again.
 """
 
 from __future__ import annotations

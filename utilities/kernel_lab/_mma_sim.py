@@ -212,4 +212,5 @@ def functions() -> dict:
                 cp_async16_at=cp_async16_at, cp_async4_at=cp_async4_at, cp_async_commit=_nothing,
                 cp_async_wait_all=_nothing, cp_async_wait_group=lambda pending: None,
                 pack_f16x2=lambda lo, hi: _word(lo, hi, "f16"), pack_bf16x2=lambda lo, hi: _word(lo, hi, "bf16"),
-                exp2_approx=exp2_approx, shared_address=_space.address, global_address=_space.address)
+                exp2_approx=exp2_approx, shared_address=_space.address, global_address=_space.address,
+                window=lambda array, start, length: array[start:start + length])

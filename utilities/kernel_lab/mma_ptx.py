@@ -28,7 +28,9 @@ row ``2t`` and ``2t+1`` of column ``g``, i.e. the tile transposed).
 address to the 32-bit shared-window address the instruction wants; the ``*_at`` forms take such an
 address directly (``shared_address(array, index)``, plus offsets), and ``cp_async16_at`` /
 ``cp_async4_at`` a shared address and a 64-bit global one (``global_address``), aligned to the copy's
-size. Kernels that keep their addresses as a base plus constants (``attention.flash``) use those. In
+size. Kernels that keep their addresses as a base plus constants (``attention.flash``) use those.
+``window(array, start, length)`` is a slice without Python's clamping, for views that move through a
+buffer in a main loop (``tensor_cores.async_gemm``'s stages). In
 the simulator these names are Python functions built on the (Kernel Lab-patched) warp shuffles,
 computing the same values (``kernel_lab._mma_sim``), so a kernel written with them runs in both
 places.
@@ -40,7 +42,8 @@ from .environment import on_simulator
 
 __all__ = ["mma_f16", "mma_bf16", "mma_s8", "ldmatrix_x4", "ldmatrix_x4_trans", "ldmatrix_x4_at",
            "ldmatrix_x4_trans_at", "cp_async16_at", "cp_async4_at", "cp_async_commit", "cp_async_wait_all",
-           "cp_async_wait_group", "pack_f16x2", "pack_bf16x2", "exp2_approx", "shared_address", "global_address"]
+           "cp_async_wait_group", "pack_f16x2", "pack_bf16x2", "exp2_approx", "shared_address", "global_address",
+           "window"]
 
 MMA = "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {{$0,$1,$2,$3}}, {{$4,$5,$6,$7}}, {{$8,$9}}, " \
       "{{$10,$11,$12,$13}};"
@@ -245,6 +248,31 @@ def _gpu():
 
         return types.uint32(array, index), codegen
 
+    @intrinsic
+    def window(typingctx, array, start, length):
+        """``array[start:start + length]`` of a 1-D contiguous array, without the bounds clamping of a
+        Python slice: a kernel that rotates through stages of a dynamic shared array by a runtime
+        offset would otherwise pay a dozen compares and selects a slice (its length is a runtime
+        value), inside its main loop."""
+        require_array(array, "window")
+        if array.ndim != 1 or array.layout not in "CA" or not isinstance(start, types.Integer) \
+                or not isinstance(length, types.Integer):
+            raise NumbaTypeError(f"window: expected a 1-D contiguous array and two integers, got {array}, "
+                                 f"{start}, {length}")
+        sig = array.copy(layout="C")(array, start, length)
+
+        def codegen(context, builder, signature, args):
+            src = context.make_array(signature.args[0])(context, builder, value=args[0])
+            view = context.make_array(signature.return_type)(context, builder)
+            first = context.cast(builder, args[1], signature.args[1], types.intp)
+            count = context.cast(builder, args[2], signature.args[2], types.intp)
+            itemsize = context.get_constant(types.intp, context.get_abi_sizeof(context.get_data_type(array.dtype)))
+            context.populate_array(view, data=builder.gep(src.data, [first]), shape=[count], strides=[itemsize],
+                                   itemsize=itemsize, meminfo=None)
+            return view._getvalue()
+
+        return sig, codegen
+
     return dict(mma_f16=make_mma("f16"), mma_bf16=make_mma("bf16"), mma_s8=mma_s8,
                 ldmatrix_x4=make_ldmatrix(False, False), ldmatrix_x4_trans=make_ldmatrix(True, False),
                 ldmatrix_x4_at=make_ldmatrix(False, True), ldmatrix_x4_trans_at=make_ldmatrix(True, True),
@@ -252,7 +280,7 @@ def _gpu():
                 global_address=global_address, cp_async_commit=make_barrier_op("cp.async.commit_group;"),
                 cp_async_wait_all=make_barrier_op("cp.async.wait_group 0;"), cp_async_wait_group=cp_async_wait_group,
                 pack_f16x2=make_pack("f16"), pack_bf16x2=make_pack("bf16"), exp2_approx=exp2_approx,
-                shared_address=shared_address)
+                shared_address=shared_address, window=window)
 
 
 def _simulated():
@@ -279,3 +307,4 @@ pack_bf16x2 = _impl["pack_bf16x2"]
 exp2_approx = _impl["exp2_approx"]
 shared_address = _impl["shared_address"]
 global_address = _impl["global_address"]
+window = _impl["window"]

@@ -21,12 +21,15 @@ known bit patterns and dumps shared memory (H100, nvmath-python 1.0, libmathdx 0
 chunk ``4 r + (c ^ ((r >> 1) & 3))``, and chunk ``c`` of row ``r`` of B (16 a row) at
 ``128 (r >> 3) + 64 (c >> 3) + 8 (r & 7) + ((c & 7) ^ (r & 7))``.
 
-Measured on an H100 at 4096^3 fp16, ratios to cuBLAS (CuPy) in the same run: ``BlockGemm`` 0.04x;
-this kernel with the notebook's copies 0.11x (plain, 2 stages), 0.23x (suggested, 3 stages), 0.22x
-(4 stages). The probe's variant of step 3, whose threads look up their chunks' shared offsets in a
-table once and whose results leave through cuBLASDx's ``copy_fragment`` (whole tiles only), reached
-0.24x, 0.27x and 0.29x with 2, 3 and 4 stages in its own run: the per-slice index arithmetic and the
-bounds-tested epilogue of the general kernel cost the difference.
+The loop around the copies keeps its own costs low: the stages go round as counters (no 64-bit
+``i % stages``), a stage's tiles are ``mma_ptx.window`` views (no slice clamping), and the results
+leave through shared memory (cuBLASDx's ``copy_fragment``, then 16-byte chunks a thread), not one
+``frag_coords(i)`` computation a value. Measured on an H200 at 4096^3 fp16 (06.1's stored run),
+ratios to cuBLAS (CuPy) in the same run: ``BlockGemm`` 0.04x; plain layouts, 2 stages 0.12x;
+suggested, 2 stages 0.22x; 3 stages **0.28x**; 4 stages 0.26x. A probe run on the same H200 just
+before it timed the earlier form of this loop (``i % stages``, slices, a per-value epilogue; 294
+instructions a pass against 242 now, sm_90 SASS) beside this one: 0.23x against 0.28x with 3
+stages, 0.22x against 0.26x with 4 (``scripts/probes/block_gemm_copy.py``).
 
 Whole 16-byte chunks need K and N to be multiples of 8 (rows that start on 16 bytes); other shapes
 are refused with that reason (``BlockGemm`` serves them).
@@ -114,10 +117,9 @@ def kernel(issue_slice, layout: str, stages: int):
     address ``stage``): ``stages`` slices in flight, cuBLASDx's ``execute`` on each in turn, the
     float32 results stored inside the matrix. Returns ``(dispatcher, dynamic shared bytes)``."""
     from numba import cuda
-    from nvmath.device.common import make_tensor
+    from nvmath.device.common import copy_fragment, make_tensor
 
-    from ..mma_ptx import cp_async_commit, cp_async_wait_group, shared_address
-    from . import fragments
+    from ..mma_ptx import cp_async_commit, cp_async_wait_group, shared_address, window
 
     if layout not in LAYOUTS:
         raise KernelLabArgumentError(f"layout must be one of {LAYOUTS}, got {layout!r}")
@@ -125,12 +127,15 @@ def kernel(issue_slice, layout: str, stages: int):
         raise KernelLabArgumentError(f"stages must be 2 to 6 (slices in flight), got {stages}")
     MM = _matmul()
     if layout == "plain":
-        la, lb, lc, part = MM.get_layout_smem_a(), MM.get_layout_smem_b(), MM.get_layout_rmem_c(), "rmem_c"
+        la, lb, lc = MM.get_layout_smem_a(), MM.get_layout_smem_b(), MM.get_layout_rmem_c()
     else:
         la, lb, lc = MM.suggest_layout_smem_a(), MM.suggest_layout_smem_b(), MM.suggest_layout_rmem_c()
-        part = "suggested_rmem_c"
-    frag_coords, thread_active = fragments.partition_functions(MM, tensor_type=part)
-    A_SZ, STAGE, C_SZ = TM * TK, TM * TK + TK * TN, lc.cosize
+    lsc = MM.get_layout_smem_c()  # row-major: (r, c) at r * TN + c
+    A_SZ, B_SZ, C_SZ = TM * TK, TK * TN, lc.cosize
+    STAGE = A_SZ + B_SZ
+    C_ROW_CHUNKS = TN // 4  # 16-byte chunks (four float32) in a row of the C tile
+    C_CHUNKS = TM * C_ROW_CHUNKS
+    LAST = stages - 1
     PENDING = stages - 2  # copy groups still in flight once a slice's own have landed
 
     @cuda.jit(launch_bounds=(THREADS, 1))
@@ -144,27 +149,43 @@ def kernel(issue_slice, layout: str, stages: int):
             cbuf[i] = np.float32(0)
         acc = make_tensor(cbuf, lc)
         steps = (k + TK - 1) // TK
-        for s in range(stages - 1):  # the first stages - 1 slices in flight
+        for s in range(LAST):  # the first stages - 1 slices in flight
             if s < steps:
                 issue_slice(a, b, base + s * STAGE_BYTES, s * TK, row0, col0, m, n, k, tid)
             cp_async_commit()
+        # The stage execute reads and the stage the copies refill go round the ring as counters, not
+        # as i % stages (a 64-bit division in the loop), and the stage's tiles are windows of the
+        # dynamic shared array, not slices (whose clamping against its runtime length costs a dozen
+        # instructions each): together 48 of the loop's 294 instructions on sm_90.
+        read, write = 0, LAST
         for i in range(steps):
             cp_async_wait_group(PENDING)  # slice i has landed (this thread's copies) ...
             cuda.syncthreads()  # ... and everyone's; and slice i - 1's stage is free to refill
-            s = i + stages - 1
+            s = i + LAST
             if s < steps:
-                issue_slice(a, b, base + (s % stages) * STAGE_BYTES, s * TK, row0, col0, m, n, k, tid)
+                issue_slice(a, b, base + write * STAGE_BYTES, s * TK, row0, col0, m, n, k, tid)
             cp_async_commit()  # an empty group past the end keeps the count
-            off = (i % stages) * STAGE
-            MM.execute(make_tensor(smem[off:off + A_SZ], la), make_tensor(smem[off + A_SZ:off + STAGE], lb), acc)
+            off = read * STAGE
+            MM.execute(make_tensor(window(smem, off, A_SZ), la), make_tensor(window(smem, off + A_SZ, B_SZ), lb), acc)
+            read = read + 1 if read < LAST else 0
+            write = write + 1 if write < LAST else 0
+        # The epilogue goes through shared memory: cuBLASDx's copy_fragment puts each thread's values
+        # at their places in a row-major C tile (code generated for these layouts, unrolled), then
+        # every thread stores whole rows' 16-byte chunks, coalesced. Storing each value from
+        # frag_coords(i) costs ~100 instructions a value in a loop the compiler does not unroll.
         cp_async_wait_group(0)
-        if thread_active():
-            for i in range(C_SZ):
-                r, c = frag_coords(i)
-                if row0 + r < m and col0 + c < n:
-                    out[row0 + r, col0 + c] = cbuf[i]
+        cuda.syncthreads()  # every warp is done with the stages: the C tile overwrites them
+        ctile = cuda.shared.array(shape=(0,), dtype=np.float32, alignment=16)  # the same bytes as smem
+        copy_fragment(acc, make_tensor(window(ctile, 0, TM * TN), lsc))
+        cuda.syncthreads()
+        for j in range(C_CHUNKS // THREADS):
+            idx = tid + j * THREADS
+            r, c = idx // C_ROW_CHUNKS, 4 * (idx % C_ROW_CHUNKS)
+            if row0 + r < m and col0 + c < n:  # n is a multiple of 8: a chunk is all in or all out
+                for e in range(4):
+                    out[row0 + r, col0 + c + e] = ctile[r * TN + c + e]
 
-    return async_gemm, stages * STAGE_BYTES
+    return async_gemm, max(stages * STAGE_BYTES, 4 * TM * TN)
 
 
 class AsyncGemm:
