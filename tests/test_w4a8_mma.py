@@ -56,7 +56,8 @@ def test_global_address_takes_a_row_and_column_as_on_a_gpu():
 
 
 PARAMS = [dict(NT=1, MTILES=1, WR=1, WK=1), dict(NT=1, MTILES=2, WR=2, WK=2), dict(NT=2, MTILES=1, WR=1, WK=3),
-          dict(NT=1, MTILES=2, WR=1, WK=1)]
+          dict(NT=1, MTILES=2, WR=1, WK=1), dict(NT=2, MTILES=2, WR=1, WK=2, form="tokens-inner"),
+          dict(NT=1, MTILES=1, WR=2, WK=3, form="tokens-inner")]
 # (M, N, K): several activation tiles over gridDim.y, N leaving a warp's weight tile part empty,
 # K of one group and of five (more groups than K-warps, and not a multiple of them)
 SHAPES = [("9 x 19 x 256", (9, 19, 256)), ("3 x 40 x 640", (3, 40, 640)), ("17 x 5 x 128", (17, 5, 128))]
@@ -83,7 +84,8 @@ def test_the_package_w4a8_takes_the_tensor_cores_from_two_rows_and_gives_the_dp4
             launch(y, *args)
             outs.append(y.copy_to_host().view(np.uint32))
         assert all(np.array_equal(outs[0], other) for other in outs[1:]), (m, k)
-    assert wm.choose(64, 14336) == dict(NT=8, MTILES=2, WR=2, WK=4)
+    assert wm.choose(64, 14336) == dict(NT=8, MTILES=2, WR=4, WK=2, form="tokens-inner")
+    assert wm.choose(16, 14336) == dict(NT=2, MTILES=1, WR=2, WK=4)
     assert wm.choose(5, 4096) == dict(NT=1, MTILES=1, WR=1, WK=8)
 
 

@@ -92,6 +92,20 @@ Compute: issue slots 49% busy, most of them the copies' address arithmetic). At 
 occupancy, 1.8 warps a scheduler, 0.4 eligible, issue slots 22% busy, DRAM 19%: latency-bound.
 ``launch_w4a8_fast`` is now r2w at M = 1 and the tensor cores from M = 2 (``w4a8_mma.choose``).
 
+Then (H100, 2026-11-27, a later session), "tc ti": ``w4a8_mma.kernel_tokens_inner``, the chunk's
+loop turned (every token tile's activation loads issued together, the four mma steps outermost over
+all MTILES x NT chains). 14336 x 4096, % of the copy roofline at M = 16, 32, 64: tc m2 wr2 wk4
+55.6, 25.9, 23.3%; tc ti m2 wr2 wk4 53.4, 34.4, 24.5%; tc m2 wr4 wk2 45.9, 29.3, 29.7%; **tc ti m2
+wr4 wk2** 45.1, 40.1, 30.6% (33.7 us at 64); tc m2 wr8 wk1 (56 blocks) 29.6, 14.4, 16.7%; tc ti m1
+wr8 wk1 36.2, 32.9, 24.9%; at M = 64 in the earlier run of the same day tc m1 wr2 wk4 (16 rows a
+warp) 81.0 us against tc m2 wr2 wk4 44.5 us. Reading: from M = 32 the time follows how often the
+activations are read from L2 (once per block along N: 16 rows a warp doubles the blocks and nearly
+doubles the time; 128-row blocks halve it again), and a block along N needs the SMs' count of
+blocks to keep every SM busy (wr8 wk1: 56 blocks, slower). N = K = 4096, M = 64: tc m2 wr1 wk8 19.7
+us stays the best. ``choose`` now takes tc ti m2 wr4 wk2 for N >= 8192 and M > 16. Not reached:
+60% at M = 32-64, which needs the activations read fewer times than once per 128 weight rows
+(a split of K over blocks with a fixed-order sum of their partials, or clusters sharing them).
+
 One line per (variant, M); with $OUT set, also $OUT/w4a8_variants.json.
 """
 
@@ -227,19 +241,23 @@ def variants():
             ("r3w: r2w with 3 rows/warp", words_launcher(3), None),
             ("r4w: r2w with 4 rows/warp", words_launcher(4), None),
             ("tc: mma.sync int8, package choice", wm.launch_w4a8_mma, None)] + [
-            (f"tc m{mt} wr{wr} wk{wk}{f' nt<={cap}' if cap < 8 else ''}: {16 * mt} rows/warp, {wr}x{wk} warps",
-             mma_launcher(mt, wr, wk, cap), None)
-            for mt, wr, wk, cap in TC_CONFIGS]
+            (f"tc{' ti' if form == 'tokens-inner' else ''} m{mt} wr{wr} wk{wk}{f' nt<={cap}' if cap < 8 else ''}: "
+             f"{16 * mt} rows/warp, {wr}x{wk} warps", mma_launcher(mt, wr, wk, cap, form), None)
+            for mt, wr, wk, cap, form in TC_CONFIGS]
 
 
-# direct form: (MTILES, WR, WK, most token tiles a block: M above 8 x that takes more blocks over gridDim.y)
-TC_CONFIGS = [(1, 1, 8, 8), (1, 2, 4, 8), (2, 2, 4, 8), (2, 1, 8, 8)]
+# (MTILES, WR, WK, most token tiles a block: M above 8 x that takes more blocks over gridDim.y, form:
+# "direct" is w4a8_mma.kernel, "tokens-inner" w4a8_mma.kernel_tokens_inner)
+TC_CONFIGS = [(1, 1, 8, 8, "direct"), (1, 2, 4, 8, "direct"), (2, 2, 4, 8, "direct"), (2, 1, 8, 8, "direct"),
+              (1, 2, 4, 8, "tokens-inner"), (1, 1, 8, 8, "tokens-inner"), (2, 2, 4, 8, "tokens-inner"),
+              (1, 4, 2, 8, "tokens-inner"), (2, 4, 2, 8, "direct"), (2, 4, 2, 8, "tokens-inner"),
+              (2, 8, 1, 8, "direct"), (2, 8, 1, 8, "tokens-inner"), (1, 8, 1, 8, "tokens-inner")]
 
 
-def mma_launcher(mtiles, wr, wk, cap=8):
+def mma_launcher(mtiles, wr, wk, cap=8, form="direct"):
     def launch(out, a32, a_scale, w32, w_scales):
         nt = min(cap, -(-out.shape[0] // 8))
-        return wm.launch_w4a8_mma(out, a32, a_scale, w32, w_scales, form="direct", NT=nt, MTILES=mtiles, WR=wr, WK=wk)
+        return wm.launch_w4a8_mma(out, a32, a_scale, w32, w_scales, form=form, NT=nt, MTILES=mtiles, WR=wr, WK=wk)
     return launch
 
 
@@ -264,6 +282,8 @@ def registers(kernel):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sim", action="store_true", help="in the simulator: the checks only, at small sizes")
+    p.add_argument("--small-ms", default="1,4,16,64", help="activation rows for N = K = 4096 (comma-separated; "
+                   "empty: none)")
     p.add_argument("--big-ms", default="1", help="activation rows for the 14336 x 4096 layer (comma-separated)")
     p.add_argument("--only", help="comma-separated prefixes of the variants to run (the package's always runs)")
     args = p.parse_args(argv)
@@ -310,7 +330,8 @@ def main(argv=None):
     names = [(name, launch, kern) for name, launch, kern in chosen if ok[name]]
     # N = K = 4096 at the notebook's M; then a 14336 x 4096 layer at M = 1, where a copy of the bytes
     # is close to the roofline (at 8.5 MiB it reaches about half: launch and ramp-up costs)
-    for n_out, ms in ((4096, (1, 4, 16, 64)), (14336, tuple(int(v) for v in args.big_ms.split(",")))):
+    rows = [(4096, args.small_ms), (14336, args.big_ms)]
+    for n_out, ms in ((n, tuple(int(v) for v in text.split(",") if v)) for n, text in rows):
         wf = rng.standard_normal((n_out, k)).astype(np.float32)
         w_scales = qref.int4_group_scales_f32(wf)
         w32 = cuda.to_device(qref.int4_pack(qref.int4_quantize_f32(wf, w_scales)).view(np.int32))

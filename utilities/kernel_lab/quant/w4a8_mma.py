@@ -34,8 +34,11 @@ whole number of chunks (128) take the DP4A kernel.
 Measured on an H100 (scripts/probes/w4a8_variants.py has the history): on a 14336 x 4096 layer
 61-64% of the copy roofline at M = 2 to 8 and 58% at 16, against 56% at M = 4 and 21% at 16 for
 the DP4A form. From M = 32 on, every warp reads 8 NT activation rows of each chunk and holds
-4 x MTILES x NT accumulators: at M = 64 the kernel takes 234 registers, one block of 8 warps an
-SM, and Nsight Compute finds it waiting on memory with under two warps a scheduler (44 us, 23%).
+4 x MTILES x NT accumulators (234 registers at M = 64: one block of 8 warps an SM). There the
+time follows the activations' reads from L2: each block reads its token tiles' activations for
+all of K once, so the number of blocks along N sets the traffic (at M = 64, 16 weight rows a warp
+took 80 us, 32 rows 44 us). Blocks of 128 weight rows (4 x 2 warps) with the tokens-inner loop
+(:func:`kernel_tokens_inner`) reach 40% at M = 32 and 31% at M = 64 (34 us; 30% and 23% before).
 A kernel that stages both operands in shared memory (tried: ``cp.async``, three stages) spent its
 issue slots on the copies' address arithmetic and was slower at every M.
 """
@@ -205,22 +208,110 @@ def kernel(NT: int, MTILES: int = 2, WR: int = 2, WK: int = 4, MINB: int = 0):
     return w4a8_mma
 
 
+@functools.cache
+def kernel_tokens_inner(NT: int, MTILES: int = 1, WR: int = 2, WK: int = 4, MINB: int = 0):
+    """The same tiles as :func:`kernel`, with the chunk's loop turned: all ``NT`` token tiles'
+    activation loads are issued together (one trip to L2 a chunk, not ``NT`` one after another),
+    then the four ``mma`` steps run outermost, each over every (weight tile, token tile) pair, so
+    that ``MTILES x NT`` independent accumulator chains hide the instruction's latency (the direct
+    form has ``MTILES`` chains of four dependent steps at a time). It holds every token tile's
+    activation bytes and int32 sums at once: registers for ``8 NT + 4 MTILES NT`` more words."""
+    weight_rows, load_weights, unpack, _, _, add_partials, store = _parts(MTILES, NT)
+    NACC = MTILES * NT * 4
+    RED = max(WK - 1, 1) * WR * NACC * 32
+
+    @cuda.jit(launch_bounds=(32 * WR * WK, MINB) if MINB else None)
+    def w4a8_mma_tokens_inner(a32, a_scale, w32, w_scales, out):
+        lane = cuda.threadIdx.x & 31
+        warp = cuda.threadIdx.x >> 5
+        wr, wk = warp % WR, warp // WR
+        g, t = lane >> 2, lane & 3
+        toks = out.shape[0]
+        row0 = (cuda.blockIdx.x * WR + wr) * (16 * MTILES) + g
+        tok0 = cuda.blockIdx.y * (8 * NT)
+        chunks = w32.shape[1] // CHUNK_WORDS
+
+        acc = cuda.local.array(NACC, float32)
+        for i in range(NACC):
+            acc[i] = float32(0.0)
+        d = cuda.local.array(NACC, int32)
+        pw = cuda.local.array((MTILES, 2, 4), int32)
+        sc = cuda.local.array((MTILES, 2), float32)
+        lo = cuda.local.array((MTILES, 2, 4), int32)
+        hi = cuda.local.array((MTILES, 2, 4), int32)
+        x = cuda.local.array((NT, 8), int32)  # each token tile's 32 bytes of this lane's K
+        be = cuda.local.array((NT, 4), int32)
+        bo = cuda.local.array((NT, 4), int32)
+        wrow = cuda.local.array((MTILES, 2), uint64)
+        wmul = cuda.local.array((MTILES, 2), float32)
+        arow = cuda.local.array(NT, uint64)
+        weight_rows(row0, out.shape[1], wrow, wmul)
+        for nt in range(NT):
+            arow[nt] = uint64(min(tok0 + 8 * nt + g, toks - 1))
+        acol = uint64(8) * uint64(t)
+
+        c = uint64(wk)
+        while c < uint64(chunks):
+            load_weights(w32, w_scales, wrow, wmul, c, t, pw, sc)
+            for nt in range(NT):  # every load of the chunk in flight before the first use
+                x[nt, 0], x[nt, 1], x[nt, 2], x[nt, 3] = load4(a32, (arow[nt], uint64(32) * c + acol))
+                x[nt, 4], x[nt, 5], x[nt, 6], x[nt, 7] = load4(a32, (arow[nt], uint64(32) * c + acol + uint64(4)))
+            unpack(pw, lo, hi)
+            for nt in range(NT):
+                for j in range(4):
+                    be[nt, j] = byte_perm(x[nt, 2 * j], x[nt, 2 * j + 1], EVEN_BYTES)
+                    bo[nt, j] = byte_perm(x[nt, 2 * j], x[nt, 2 * j + 1], ODD_BYTES)
+            for i in range(NACC):
+                d[i] = int32(0)
+            for j in range(4):  # step j of every chain, then step j + 1: the chains interleave
+                for mt in range(MTILES):
+                    for nt in range(NT):
+                        b = (mt * NT + nt) * 4
+                        d[b], d[b + 1], d[b + 2], d[b + 3] = mma_s8(lo[mt, 0, j], lo[mt, 1, j], hi[mt, 0, j],
+                                                                    hi[mt, 1, j], be[nt, j], bo[nt, j],
+                                                                    d[b], d[b + 1], d[b + 2], d[b + 3])
+            for mt in range(MTILES):
+                for nt in range(NT):
+                    b = (mt * NT + nt) * 4
+                    acc[b] += float32(d[b]) * sc[mt, 0]
+                    acc[b + 1] += float32(d[b + 1]) * sc[mt, 0]
+                    acc[b + 2] += float32(d[b + 2]) * sc[mt, 1]
+                    acc[b + 3] += float32(d[b + 3]) * sc[mt, 1]
+            c += uint64(WK)
+
+        if WK > 1:
+            red = cuda.shared.array(RED, int32)
+            if not add_partials(acc, red, wr, wk, lane, WR, WK):
+                return
+        store(acc, a_scale, out, row0 - g, tok0, g, t)
+
+    return w4a8_mma_tokens_inner
+
+
+FORMS = {"direct": kernel, "tokens-inner": kernel_tokens_inner}
+
+
 def choose(m: int, n: int) -> dict:
     """Tiles for ``m`` activation rows and ``n`` weight rows: the probe's winners on an H100
-    (scripts/probes/w4a8_variants.py). Wide layers have blocks enough with 2 x 4 warps; narrower
-    ones split K eight ways for more warps in flight; above 16 or 32 rows, two weight tiles a warp
-    halve the activation fragments each weight tile costs."""
+    (scripts/probes/w4a8_variants.py). Wide layers have blocks enough with 2 x 4 warps up to 16
+    rows; above that, the activations' reads from L2 (every block reads all of its token tiles'
+    activations once) set the time, so the blocks take 128 weight rows (4 x 2 warps, two weight
+    tiles each) and the tokens-inner form. Narrower layers split K eight ways for more warps in
+    flight; above 16 rows, two weight tiles a warp halve the activation fragments each costs."""
     nt = min(MAX_NT, -(-m // 8))
     if n >= 8192:
-        return dict(NT=nt, MTILES=1 if m <= 32 else 2, WR=2, WK=4)
+        if m <= 16:
+            return dict(NT=nt, MTILES=1, WR=2, WK=4)
+        return dict(NT=nt, MTILES=2, WR=4, WK=2, form="tokens-inner")
     return dict(NT=nt, MTILES=1 if m <= 16 else 2, WR=1, WK=8)
 
 
 def launch_w4a8_mma(out, a32, a_scale, w32, w_scales, **params):
     """W4A8 on the int8 tensor cores; the same arguments as ``kernels.launch_w4a8_gemm``.
 
-    ``params`` override :func:`choose`'s ``NT``, ``MTILES``, ``WR``, ``WK``, and ``MINB`` (launch
-    bounds). Rows whose packed length is not a whole number of 128-value groups (16 words), and GPUs
+    ``params`` override :func:`choose`'s ``NT``, ``MTILES``, ``WR``, ``WK``, ``MINB`` (launch
+    bounds) and ``form`` (a key of ``FORMS``: "direct", :func:`kernel`, or "tokens-inner"). Rows
+    whose packed length is not a whole number of 128-value groups (16 words), and GPUs
     older than compute capability 8.0, take the DP4A kernel (``kernels.launch_w4a8_gemm_words``)."""
     from .kernels import launch_w4a8_gemm_words
 
@@ -234,7 +325,10 @@ def launch_w4a8_mma(out, a32, a_scale, w32, w_scales, **params):
     if w32.shape[1] % CHUNK_WORDS or not tensor_cores_available():
         return launch_w4a8_gemm_words(out, a32, a_scale, w32, w_scales)
     p = {**choose(m, n), **params}
-    k = kernel(p["NT"], p["MTILES"], p["WR"], p["WK"], p.get("MINB", 0))
+    form = p.get("form", "direct")
+    if form not in FORMS:
+        raise KernelLabArgumentError(f"form must be one of {sorted(FORMS)}, got {form!r}")
+    k = FORMS[form](p["NT"], p["MTILES"], p["WR"], p["WK"], p.get("MINB", 0))
     grid = (-(-n // (16 * p["MTILES"] * p["WR"])), -(-m // (8 * p["NT"])))
     k[grid, 32 * p["WR"] * p["WK"]](a32, a_scale, w32, w_scales, out)
 
