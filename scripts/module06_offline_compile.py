@@ -4,7 +4,7 @@ Proves that the plug points (``BlockGemm(load_a=..., load_b=...)``, ``epilogues.
 ``epilogues.bias_activation_from(fn)``) still build for sm_90: code generation only needs the CPU
 (see ``kernel_lab.tensor_cores.offline``). Needs nvmath-python with its cuBLASDx extra:
 
-    /work/venv-dx/bin/python scripts/module06_offline_compile.py --kernels int4,im2col,async-plain-2,async-suggested-4
+    /work/venv-dx/bin/python scripts/module06_offline_compile.py --kernels int4,im2col,async-plain-2,async-suggested-4,async-conv
 """
 
 import argparse
@@ -81,10 +81,34 @@ def _learner_copies():
                               16 if inside else 0)
         return issue
 
+    def make_conv_issue(geo, a_pos, b_pos):  # 06.3's chunked implicit GEMM (A gathered from an NHWC image)
+        C, H, W, S, P, OH, OW = geo.c, geo.h, geo.w, geo.s, geo.padding, geo.out_h, geo.out_w
+
+        @cuda.jit(device=True, inline="always")
+        def issue(x, b, stage, k0, row0, col0, m, n, k, tid):
+            for j in range(ag.A_CHUNKS // ag.THREADS):
+                idx = tid + j * ag.THREADS
+                r, c = idx // ag.A_ROW_CHUNKS, idx % ag.A_ROW_CHUNKS
+                gr, gc = row0 + r, k0 + 8 * c
+                img, rest = gr // (OH * OW), gr % (OH * OW)
+                tap, ch = gc // C, gc % C
+                ih, iw = rest // OW + tap // S - P, rest % OW + tap % S - P
+                inside = gr < m and gc < k and 0 <= ih < H and 0 <= iw < W
+                cp_async16_at(stage + 16 * a_pos(r, c),
+                              global_address(x, (img, ih, iw, ch) if inside else (0, 0, 0, 0)), 16 if inside else 0)
+            for j in range(ag.B_CHUNKS // ag.THREADS):
+                idx = tid + j * ag.THREADS
+                r, c = idx // ag.B_ROW_CHUNKS, idx % ag.B_ROW_CHUNKS
+                gr, gc = k0 + r, col0 + 8 * c
+                inside = gr < k and gc < n
+                cp_async16_at(stage + ag.A_BYTES + 16 * b_pos(r, c),
+                              global_address(b, (gr, gc) if inside else (0, 0)), 16 if inside else 0)
+        return issue
+
     positions = {}
     for layout, (pa, pb) in ag.POSITIONS.items():  # the package's reference positions, as device functions
         positions[layout] = (cuda.jit(device=True, inline="always")(pa), cuda.jit(device=True, inline="always")(pb))
-    return make_issue_slice, positions
+    return make_issue_slice, make_conv_issue, positions
 
 
 def _compile(which: str, cc):
@@ -97,11 +121,21 @@ def _compile(which: str, cc):
     geo = types.UniTuple(types.int32, 8)
     i32 = types.int32
     t0 = time.perf_counter()
+    if which == "async-conv":  # 06.3's chunked implicit GEMM: A gathered from a channels-last image
+        from kernel_lab.tensor_cores import async_gemm
+        from kernel_lab.tensor_cores.validate import ConvGeometry
+
+        _, make_conv_issue, positions = _learner_copies()
+        g = ConvGeometry(n=32, c=64, h=56, w=56, r=3, s=3, padding=1)
+        kern = async_gemm.AsyncConv(make_conv_issue(g, *positions["suggested"]), g, "suggested", 3)
+        x4, f16, f32 = types.Array(types.float16, 4, "C"), types.Array(types.float16, 2, "C"), types.Array(types.float32, 2, "C")
+        code = offline.compile_kernel(kern.dispatcher, (x4, f16, f32, i32, i32, i32), cc)
+        return f"{which}: {len(code)} bytes of LTO-IR for sm_{cc[0]}{cc[1]} in {time.perf_counter() - t0:.0f} s"
     if which.startswith("async"):  # 06.1's numbered steps: "async-plain-2", "async-suggested-3", ...
         from kernel_lab.tensor_cores import async_gemm
 
         _, layout, stages = which.split("-")
-        make_issue_slice, positions = _learner_copies()
+        make_issue_slice, _, positions = _learner_copies()
         kern = async_gemm.AsyncGemm(make_issue_slice(*positions[layout]), layout, int(stages))
         f16, f32 = types.Array(types.float16, 2, "C"), types.Array(types.float32, 2, "C")
         code = offline.compile_kernel(kern.dispatcher, (f16, f16, f32, i32, i32, i32), cc)

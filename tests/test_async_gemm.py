@@ -124,3 +124,57 @@ def test_window_is_the_slice_it_names():
     out = np.full(24, np.nan, np.float32)
     through_windows[1, 8](out)
     assert out.tolist() == [100 * s + t for s in range(3) for t in range(8)]
+
+
+def make_conv_issue(geo, a_pos, b_pos, *, minus_p=True, pad_test=True, order="rsc"):
+    """06.3's solution: the implicit GEMM's chunk copies from a channels-last image (switches for
+    mutants: no ``- P``, no padding test, columns in the NCHW (c, r, s) order)."""
+    C, H, W, S, R, P, OH, OW = geo.c, geo.h, geo.w, geo.s, geo.r, geo.padding, geo.out_h, geo.out_w
+    SHIFT = P if minus_p else 0
+
+    @cuda.jit(device=True)
+    def issue(x, b, stage, k0, row0, col0, m, n, k, tid):
+        for j in range(ag.A_CHUNKS // ag.THREADS):
+            idx = tid + j * ag.THREADS
+            r, c = idx // ag.A_ROW_CHUNKS, idx % ag.A_ROW_CHUNKS
+            gr, gc = row0 + r, k0 + 8 * c
+            ow, oh, img = gr % OW, (gr // OW) % OH, gr // (OW * OH)
+            if order == "rsc":
+                tap, ch = gc // C, gc % C
+            else:  # (c, r, s): a chunk is not eight channels of one pixel
+                tap, ch = gc % (R * S), gc // (R * S)
+            ih, iw = oh + tap // S - SHIFT, ow + tap % S - SHIFT
+            inside = gr < m and gc < k and (not pad_test or (0 <= ih < H and 0 <= iw < W))
+            ih, iw = min(max(ih, 0), H - 1), min(max(iw, 0), W - 1)  # the mutant reads a wrong pixel, not outside
+            cp_async16_at(stage + 16 * a_pos(r, c), global_address(x, (img, ih, iw, ch) if inside else (0, 0, 0, 0)),
+                          16 if inside else 0)
+        for j in range(ag.B_CHUNKS // ag.THREADS):
+            idx = tid + j * ag.THREADS
+            r, c = idx // ag.B_ROW_CHUNKS, idx % ag.B_ROW_CHUNKS
+            gr, gc = k0 + r, col0 + 8 * c
+            inside = gr < k and gc < n
+            cp_async16_at(stage + ag.A_BYTES + 16 * b_pos(r, c), global_address(b, (gr, gc) if inside else (0, 0)),
+                          16 if inside else 0)
+    return issue
+
+
+def test_the_conv_copies_pass(capsys):
+    checks.check_conv_issue_slice(make_conv_issue, a_swizzled, b_swizzled)
+    assert "correct for 2 geometries" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("mutant, words", [
+    (dict(minus_p=False), "filter tap"), (dict(pad_test=False), "padding"), (dict(order="crs"), "channels")])
+def test_conv_mistakes_are_named(mutant, words):
+    with pytest.raises(CheckFailed, match=words):
+        checks.check_conv_issue_slice(lambda g, a, b: make_conv_issue(g, a, b, **mutant), a_swizzled, b_swizzled)
+
+
+def test_the_nhwc_reference_is_the_convolution():
+    from kernel_lab.tensor_cores import references as ref
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 5, 6, 8))
+    w = rng.standard_normal((4, 8, 3, 2))
+    out = ref.im2col_nhwc(x, 3, 2, 1) @ ref.filters_rsc(w)
+    want = ref.conv2d(x.transpose(0, 3, 1, 2), w, 1)
+    assert np.allclose(ref.conv_as_gemm_output(out, 2, 4, 5, 7), want)

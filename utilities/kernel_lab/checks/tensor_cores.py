@@ -838,25 +838,16 @@ def _check_positions(name, a_pos, b_pos, layout):
             raise CheckFailed(f"{name}: {which} does not give every chunk its own place")
 
 
-def check_issue_slice(make_issue_slice, a_pos, b_pos, *, layout: str = "suggested",
-                      name: str = "cp.async tile copies") -> None:
-    """``make_issue_slice(a_pos, b_pos)`` must return a device function
-    ``issue(a, b, stage, k0, row0, col0, m, n, k, tid)`` whose 256 threads together start 16-byte
-    ``cp.async`` copies of one slice: A's tile ``a[row0:row0+128, k0:k0+32]`` chunk (r, c) to shared
-    chunk ``a_pos(r, c)`` of the stage, B's ``b[k0:k0+32, col0:col0+128]`` chunk (r, c) to chunk
-    ``b_pos(r, c)`` after A's 8192 bytes, zeros for chunks past the matrix. Runs one block in a
-    harness (the simulator or the GPU): shared memory poisoned, the copies, the stage read back."""
+POISON16 = 0xFFFF  # what the stage harness fills shared memory with before the copies
+
+
+def _stage_harness(issue):
+    """A one-block kernel ``harness(a, b, out, k0, row0, col0, m, n, k)``: shared memory poisoned,
+    the learner's ``issue`` copies one slice into a stage there, the stage read back into ``out``."""
     from ..mma_ptx import cp_async_commit, cp_async_wait_all, shared_address
     from ..tensor_cores import async_gemm as ag
 
-    require_callable(make_issue_slice, "make_issue_slice")
-    _device_function(a_pos, "a_pos")
-    _device_function(b_pos, "b_pos")
-    _check_positions(name, a_pos, b_pos, layout)
-    issue = make_issue_slice(a_pos, b_pos)
-    _device_function(issue, "make_issue_slice(a_pos, b_pos)")
-    ELEMS, THREADS, POISON = ag.STAGE_BYTES // 2, ag.THREADS, 0xFFFF
-
+    ELEMS, THREADS, POISON = ag.STAGE_BYTES // 2, ag.THREADS, POISON16
     # cp.async writes whole 16-byte chunks: the array must start on 16 bytes (the simulator has no
     # aligned shared arrays, and needs none)
     ALIGN = None if on_simulator() else 16
@@ -875,6 +866,72 @@ def check_issue_slice(make_issue_slice, a_pos, b_pos, *, layout: str = "suggeste
         for i in range(tid, ELEMS, THREADS):
             out[i] = sm[i]
 
+    return harness
+
+
+def _run_stage(name, harness, case, a_d, b_d, k0, row0, col0, m, n, k, matrix="the matrix"):
+    """The stage the harness leaves for one slice (uint16 bits); an out-of-bounds address is named."""
+    from ..tensor_cores import async_gemm as ag
+
+    out = cuda.to_device(np.zeros(ag.STAGE_BYTES // 2, np.uint16))
+    try:
+        _launch(name, harness, 1, ag.THREADS, a_d, b_d, out, k0, row0, col0, m, n, k)
+    except CheckFailed as exc:
+        if "index" in str(exc).lower() or "bounds" in str(exc).lower() or "address" in str(exc).lower():
+            raise CheckFailed(f"{name}, {case}: it forms an address outside {matrix} ({exc}); a chunk with nothing to "
+                              "copy copies 0 bytes from a valid address, e.g. element 0") from None
+        raise
+    return out.copy_to_host()
+
+
+def _stage_mistake(name, case, got, want, a_chunk=None):
+    """Why the stage ``got`` is not ``want`` (both uint16 bits of a stage), as a CheckFailed; None when
+    they agree. ``a_chunk(p)`` describes A's chunk p's source (the generic message otherwise)."""
+    from ..tensor_cores import async_gemm as ag
+
+    if np.array_equal(got, want):
+        return None
+    if np.all(got == POISON16):
+        return CheckFailed(f"{name}: the exercise is not done yet (no chunk of the stage was written)")
+    chunks_got, chunks_want = got.reshape(-1, 8), want.reshape(-1, 8)
+    bad = [int(i) for i in np.nonzero(np.any(chunks_got != chunks_want, axis=1))[0]]
+    p = bad[0]
+    tile, local = ("A", p) if p < ag.A_CHUNKS else ("B", p - ag.A_CHUNKS)
+    if np.all(chunks_got[p] == POISON16):
+        if not np.any(chunks_want[p]):
+            return CheckFailed(f"{name}, {case}: shared chunk {local} of the {tile} tile was never written; it lies "
+                               "past the matrix edge (or in the padding) and must hold zeros: copy 0 source bytes there "
+                               "(cp.async then fills the 16 bytes with zeros)")
+        return CheckFailed(f"{name}, {case}: shared chunk {local} of the {tile} tile was never written: every "
+                           f"chunk of the slice needs a copy ({len(bad)} chunks wrong)")
+    if np.array_equal(chunks_got[:ag.B_CHUNKS], chunks_want[ag.A_CHUNKS:]):
+        return CheckFailed(f"{name}, {case}: B's chunks land at the start of the stage, over A's: B's tile begins "
+                           f"{ag.A_BYTES} bytes after the stage address")
+    where = a_chunk(p) if a_chunk is not None and tile == "A" else (
+        "check the global row and column of chunk (r, c) (row r, columns 8c..8c+7 of the slice) and the byte "
+        "offset 16 * pos")
+    return CheckFailed(f"{name}, {case}: shared chunk {local} of the {tile} tile holds the wrong 16 bytes "
+                       f"({len(bad)} of {ag.A_CHUNKS + ag.B_CHUNKS} chunks wrong): {where}")
+
+
+def check_issue_slice(make_issue_slice, a_pos, b_pos, *, layout: str = "suggested",
+                      name: str = "cp.async tile copies") -> None:
+    """``make_issue_slice(a_pos, b_pos)`` must return a device function
+    ``issue(a, b, stage, k0, row0, col0, m, n, k, tid)`` whose 256 threads together start 16-byte
+    ``cp.async`` copies of one slice: A's tile ``a[row0:row0+128, k0:k0+32]`` chunk (r, c) to shared
+    chunk ``a_pos(r, c)`` of the stage, B's ``b[k0:k0+32, col0:col0+128]`` chunk (r, c) to chunk
+    ``b_pos(r, c)`` after A's 8192 bytes, zeros for chunks past the matrix. Runs one block in a
+    harness (the simulator or the GPU): shared memory poisoned, the copies, the stage read back."""
+    from ..tensor_cores import async_gemm as ag
+
+    require_callable(make_issue_slice, "make_issue_slice")
+    _device_function(a_pos, "a_pos")
+    _device_function(b_pos, "b_pos")
+    _check_positions(name, a_pos, b_pos, layout)
+    issue = make_issue_slice(a_pos, b_pos)
+    _device_function(issue, "make_issue_slice(a_pos, b_pos)")
+    harness = _stage_harness(issue)
+
     rng = np.random.default_rng(6)
     m, k, n = 160, 72, 136  # the second case's tile hangs over all three edges
     a = rng.standard_normal((m, k)).astype(np.float16)
@@ -883,36 +940,80 @@ def check_issue_slice(make_issue_slice, a_pos, b_pos, *, layout: str = "suggeste
     for case, (k0, row0, col0) in (("a tile inside the matrix", (32, 0, 0)),
                                    ("a tile over the edges (rows 128-255 of 160, K 64-95 of 72, columns 128-255 of 136)",
                                     (64, 128, 128))):
-        out = cuda.to_device(np.zeros(ELEMS, np.uint16))
-        try:
-            _launch(name, harness, 1, THREADS, a_d, b_d, out, k0, row0, col0, m, n, k)
-        except CheckFailed as exc:
-            if "index" in str(exc).lower() or "bounds" in str(exc).lower() or "address" in str(exc).lower():
-                raise CheckFailed(f"{name}, {case}: it forms an address outside the matrix ({exc}); a chunk past the "
-                                  "edge copies 0 bytes from a valid address, e.g. element (0, 0)") from None
-            raise
-        got = out.copy_to_host()
-        want = ag.reference_stage(a, b, k0, row0, col0, layout).view(np.uint16)
-        if np.array_equal(got, want):
-            continue
-        if np.all(got == POISON):
-            raise CheckFailed(f"{name}: the exercise is not done yet (no chunk of the stage was written)")
-        chunks_got, chunks_want = got.reshape(-1, 8), want.reshape(-1, 8)
-        bad = [int(i) for i in np.nonzero(np.any(chunks_got != chunks_want, axis=1))[0]]
-        p = bad[0]
-        tile, local = ("A", p) if p < ag.A_CHUNKS else ("B", p - ag.A_CHUNKS)
-        if np.all(chunks_got[p] == POISON):
-            if not np.any(chunks_want[p]):
-                raise CheckFailed(f"{name}, {case}: shared chunk {local} of the {tile} tile was never written; it lies "
-                                  "past the matrix edge and must hold zeros: copy 0 source bytes there (cp.async then "
-                                  "fills the 16 bytes with zeros)")
-            raise CheckFailed(f"{name}, {case}: shared chunk {local} of the {tile} tile was never written: every "
-                              f"chunk of the slice needs a copy ({len(bad)} chunks wrong)")
-        if np.array_equal(chunks_got[:ag.B_CHUNKS], chunks_want[ag.A_CHUNKS:]):
-            raise CheckFailed(f"{name}, {case}: B's chunks land at the start of the stage, over A's: B's tile begins "
-                              f"{ag.A_BYTES} bytes after the stage address")
-        raise CheckFailed(f"{name}, {case}: shared chunk {local} of the {tile} tile holds the wrong 16 bytes "
-                          f"({len(bad)} of {ag.A_CHUNKS + ag.B_CHUNKS} chunks wrong): check the global row and column "
-                          "of chunk (r, c) (row r, columns 8c..8c+7 of the slice) and the byte offset 16 * pos")
+        got = _run_stage(name, harness, case, a_d, b_d, k0, row0, col0, m, n, k)
+        mistake = _stage_mistake(name, case, got, ag.reference_stage(a, b, k0, row0, col0, layout).view(np.uint16))
+        if mistake is not None:
+            raise mistake
     progress.passed(name)
     print(f"{name}: correct for both tiles ({layout} layout, zeros past the edges)")
+
+
+def check_conv_issue_slice(make_conv_issue, a_pos, b_pos, *, layout: str = "suggested",
+                           name: str = "implicit-GEMM chunk copies") -> None:
+    """``make_conv_issue(geometry, a_pos, b_pos)`` must return a device function
+    ``issue(x, b, stage, k0, row0, col0, m, n, k, tid)`` that starts the slice's 16-byte ``cp.async``
+    copies of a convolution's implicit GEMM: A's chunk (r, c) is columns ``k0 + 8c .. + 7`` of row
+    ``row0 + r`` of ``references.im2col_nhwc(x)`` (output pixel (n, oh, ow); filter tap (i, j) =
+    divmod((k0 + 8c) // C, S), channels ``(k0 + 8c) % C ..`` + 7), read from the channels-last image
+    ``x[n, oh + i - P, ow + j - P, ch:ch + 8]``, zeros in the padding and past the matrix; B's chunks
+    as in 06.1. Checked in a one-block harness on two geometries (C = 16 and 8, padding 1 and 2,
+    R != S, a ragged last tile), slice by slice against the explicit matrix."""
+    from ..tensor_cores import async_gemm as ag
+    from ..tensor_cores import references as ref
+    from ..tensor_cores.validate import ConvGeometry
+
+    require_callable(make_conv_issue, "make_conv_issue")
+    _device_function(a_pos, "a_pos")
+    _device_function(b_pos, "b_pos")
+    _check_positions(name, a_pos, b_pos, layout)
+    rng = np.random.default_rng(7)
+    cases = [(ConvGeometry(n=2, c=16, h=9, w=11, r=3, s=3, padding=1), 136,
+              [("slice 1 of the first tile", (32, 0, 0)),
+               ("the last tile (rows 128-255 of 198, K 128-159 of 144, columns 128-255 of 136)", (128, 128, 128))]),
+             (ConvGeometry(n=1, c=8, h=5, w=7, r=2, s=3, padding=2), 16,
+              [("padding 2, a 2 x 3 filter", (32, 0, 0))])]
+    for g, kf, slices in cases:
+        issue = make_conv_issue(g, a_pos, b_pos)
+        _device_function(issue, "make_conv_issue(geometry, a_pos, b_pos)")
+        harness = _stage_harness(issue)
+        x = rng.standard_normal((g.n, g.h, g.w, g.c)).astype(np.float16)
+        wmat = rng.standard_normal((g.gemm_k, kf)).astype(np.float16)
+        cols = ref.im2col_nhwc(x, g.r, g.s, g.padding)
+        x_d, w_d = cuda.to_device(x), cuda.to_device(wmat)
+        geo = f"C = {g.c}, {g.h} x {g.w} image, {g.r} x {g.s} filter, padding {g.padding}"
+        for case, (k0, row0, col0) in slices:
+            got = _run_stage(name, harness, f"{geo}, {case}", x_d, w_d, k0, row0, col0, g.gemm_m, kf, g.gemm_k,
+                             matrix="the image")
+
+            def a_chunk(p, g=g, k0=k0, row0=row0):
+                r, c = _chunk_of(p, layout)
+                gr, gc = row0 + r, k0 + 8 * c
+                if gr >= g.gemm_m or gc >= g.gemm_k:
+                    return f"it is chunk (r={r}, c={c}), past the matrix's edge: zeros"
+                img, rest = divmod(gr, g.out_h * g.out_w)
+                oh, ow = divmod(rest, g.out_w)
+                (i, j), ch = divmod(gc // g.c, g.s), gc % g.c
+                ih, iw = oh + i - g.padding, ow + j - g.padding
+                src = (f"x[{img}, {ih}, {iw}, {ch}:{ch + 8}]" if 0 <= ih < g.h and 0 <= iw < g.w
+                       else f"zeros (input pixel ({ih}, {iw}) is in the padding)")
+                return (f"it is chunk (r={r}, c={c}): output pixel {gr} = (n={img}, oh={oh}, ow={ow}), columns {gc}.."
+                        f"{gc + 7} = filter tap (i={i}, j={j}), channels {ch}..{ch + 7}: it must hold {src}")
+
+            want = ag.reference_stage(cols, wmat, k0, row0, col0, layout).view(np.uint16)
+            mistake = _stage_mistake(name, f"{geo}, {case}", got, want, a_chunk)
+            if mistake is not None:
+                raise mistake
+    progress.passed(name)
+    print(f"{name}: correct for {len(cases)} geometries ({layout} layout, zeros in the padding and past the edges)")
+
+
+def _chunk_of(p, layout):
+    """The (r, c) of A's tile whose chunk the layout puts at shared position ``p``."""
+    from ..tensor_cores import async_gemm as ag
+
+    pos = ag.POSITIONS[layout][0]
+    for r in range(ag.TM):
+        for c in range(ag.A_ROW_CHUNKS):
+            if pos(r, c) == p:
+                return r, c
+    return p // ag.A_ROW_CHUNKS, p % ag.A_ROW_CHUNKS

@@ -107,6 +107,25 @@ def im2col(x, r: int, s: int, padding: int = 0):
     return cols.reshape(n * oh * ow, c * r * s)
 
 
+def im2col_nhwc(x, r: int, s: int, padding: int = 0):
+    """:func:`im2col` of a channels-last (N, H, W, C) image, its columns in (r, s, c) order, channel
+    fastest: eight consecutive columns are then eight consecutive channels of one input pixel, 16
+    contiguous bytes in fp16 when C is a multiple of 8 (06.3's chunked implicit GEMM)."""
+    x = np.asarray(x)
+    if x.ndim != 4:
+        raise KernelLabArgumentError(f"x must be (N, H, W, C), got shape {x.shape}")
+    n, h, w, c = x.shape
+    cols = im2col(x.transpose(0, 3, 1, 2), r, s, padding)  # (c, r, s) order
+    return np.ascontiguousarray(cols.reshape(-1, c, r, s).transpose(0, 2, 3, 1)).reshape(cols.shape[0], r * s * c)
+
+
+def filters_rsc(wgt):
+    """Filters (K, C, R, S) as the (R*S*C, K) matrix that multiplies :func:`im2col_nhwc`."""
+    wgt = np.asarray(wgt)
+    k = wgt.shape[0]
+    return np.ascontiguousarray(wgt.transpose(2, 3, 1, 0).reshape(-1, k))
+
+
 def conv2d(x, wgt, padding: int = 0):
     """Direct stride-1 cross-correlation (what deep learning calls convolution), NCHW x KCRS -> NKHW,
     in float64; loops over the filter taps, not over im2col, so that it checks im2col too."""
