@@ -105,6 +105,13 @@ blocks to keep every SM busy (wr8 wk1: 56 blocks, slower). N = K = 4096, M = 64:
 us stays the best. ``choose`` now takes tc ti m2 wr4 wk2 for N >= 8192 and M > 16. Not reached:
 60% at M = 32-64, which needs the activations read fewer times than once per 128 weight rows
 (a split of K over blocks with a fixed-order sum of their partials, or clusters sharing them).
+Refuted the same day, then removed: "tc pf", the direct form with each warp's next chunk of weights
+and scales loaded before this chunk's work (a second set of registers: 60 instead of 44 at m1, NT =
+1). 14336 x 4096, M = 1, 4, 16, 32: tc pf m1 wr2 wk4 61.9, 60.2, 42.5, 28.4% against tc m1 wr2 wk4
+60.9, 60.4, 57.5, 29.2%; tc pf m2 wr2 wk4 59.0, 57.9, 53.3, 31.5%. Only at N = K = 4096 did it gain
+(tc pf m1 wr1 wk8 8.67 us at M = 1 and 9.82 us at 16, against 9.31 and 10.75 us): the weights'
+latency is not what holds the larger layer back. In the same run tc m2 wr1 wk8 reached 63.8% and
+62.0% at M = 1 and 4 (the choice, m1 wr2 wk4: 60.9, 60.4%), and 49.6% at 16.
 
 One line per (variant, M); with $OUT set, also $OUT/w4a8_variants.json.
 """
