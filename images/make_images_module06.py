@@ -9,7 +9,9 @@ Run: python images/make_images_module06.py. Each function writes one SVG next to
 * tc-epilogue-place.svg: the epilogue's three passes (prepare, store, finish) and their barriers;
 * tc-implicit-gemm.svg: one row and one column of the im2col matrix, gathered from a padded image;
 * tc-swizzle.svg: A's 128 x 32 fp16 tile in shared memory, plain and as cuBLASDx suggests (each row's
-  16-byte chunks permuted by an XOR with row bits), and the banks eight rows of one ldmatrix hit.
+  16-byte chunks permuted by an XOR with row bits), and the banks eight rows of one ldmatrix hit;
+* tc-conv-chunks.svg: eight consecutive columns of an im2col row: scattered over the image in NCHW
+  with (c, r, s) columns, one 16-byte chunk of one pixel in NHWC with (r, s, c) columns.
 """
 
 import matplotlib.pyplot as plt
@@ -176,7 +178,55 @@ def swizzle(path=HERE / "tc-swizzle.svg"):
     save(fig, ax, path, (-1.2, 19.0), (-2.3, 9.2))
 
 
+def conv_chunks(path=HERE / "tc-conv-chunks.svg"):
+    """Columns 0-7 of one im2col row: eight scattered 2-byte reads (NCHW, (c, r, s)) or one 16-byte
+    chunk (NHWC, (r, s, c)); a tap in the padding gives a chunk of zeros."""
+    fig, ax = plt.subplots(figsize=(12, 5.2))
+    cell = 0.5
+    # left: NCHW, columns (c, r, s): columns 0-7 are channel 0 at eight taps, eight pixels of one plane
+    ax.text(0, 6.1, "NCHW, columns (c, r, s)", fontsize=8.5, weight="bold")
+    for k in range(8):
+        box(ax, k * cell, 5.1, cell, cell, f"{k}", ORANGE, fontsize=6.5)
+    ax.text(8 * cell + 0.15, 5.35, "columns 0-7 of row (n, oh, ow):\nchannel 0 at taps (0,0) ... (2,1)", fontsize=7,
+            va="center")
+    x0, y0, H, W = 0.4, 0.9, 5, 6
+    oh, ow = 1, 2
+    taps = [(r, s) for r in range(3) for s in range(3)][:8]
+    for ih in range(H):
+        for iw in range(W):
+            hit = (ih - oh + 1, iw - ow + 1) in taps
+            box(ax, x0 + iw * cell, y0 + (H - 1 - ih) * cell, cell, cell, "", ORANGE if hit else WHITE, lw=0.3)
+    ax.text(x0 + W * cell / 2, y0 - 0.3, "channel 0's plane of the image: the eight values are\neight pixels "
+            "in three rows: eight 2-byte loads", ha="center", va="top", fontsize=7.5)
+    arrow(ax, 1.8, 5.05, x0 + (ow + 0.5) * cell, y0 + (H - oh) * cell + 0.05, color="#b26b00")
+    # right: NHWC, columns (r, s, c): columns 8j..8j+7 are eight channels of one pixel
+    X = 8.0
+    ax.text(X, 6.1, "NHWC, columns (r, s, c), C = 16", fontsize=8.5, weight="bold")
+    for t, (label, color) in enumerate([("tap (0,0): in the padding", GREY), ("tap (0,1)", BLUE), ("tap (0,2)", GREEN)]):
+        for half in range(2):
+            bx = X + (2 * t + half) * 1.6
+            box(ax, bx, 5.1, 1.6, cell, f"ch {8 * half}-{8 * half + 7}", color, fontsize=6.5)
+        ax.text(X + 2 * t * 1.6 + 1.6, 4.85, label, ha="center", va="top", fontsize=6.5)
+    ax.text(X + 9.8, 5.35, "...", fontsize=9, va="center")
+    # the image's memory: pixel after pixel, C channels each
+    my = 2.3
+    for px in range(5):
+        for half in range(2):
+            color = BLUE if px == 1 else GREEN if px == 2 else WHITE
+            box(ax, X + (2 * px + half) * 1.1, my, 1.1, cell, f"ch {8 * half}-{8 * half + 7}", color, fontsize=6, lw=0.4)
+        ax.text(X + (2 * px + 1) * 1.1, my - 0.12, f"pixel (ih, {px})", ha="center", va="top", fontsize=6.5)
+    ax.text(X, my + 0.75, "row ih of the image in memory: each pixel's C channels side by side", fontsize=7)
+    arrow(ax, X + 2 * 1.6 + 0.8, 5.05, X + 2 * 1.1 + 0.55, my + cell + 0.05, color="#1d6fa5")
+    ax.text(X + 4.4, 3.75, "one 16-byte cp.async", fontsize=7, color="#1d6fa5")
+    ax.text(X + 0.8, 4.1, "0 source bytes:\nzeros", ha="center", fontsize=6.5, color=RED)
+    ax.text(X, 0.9, "eight columns = eight channels of one pixel = 16 contiguous bytes (C a multiple of 8):\n"
+            "chunk (r, c) of A's tile is x[n, oh + tr - P, ow + ts - P, ch : ch + 8], (tr, ts) = divmod(gc // C, S)",
+            fontsize=7.5, va="top")
+    save(fig, ax, path, (-0.3, 19.5), (-0.6, 6.5))
+
+
 if __name__ == "__main__":
+    conv_chunks()
     swizzle()
     block_tiles()
     pipeline_stages()
