@@ -152,16 +152,16 @@ def _parts(MTILES: int, NT: int):
 
 
 @functools.cache
-def kernel(NT: int, MTILES: int = 2, WR: int = 2, WK: int = 4, MINB: int = 0):
-    """The kernel: every warp loads its own activation fragments (from L1/L2). ``NT`` tiles of
-    8 activation rows, ``MTILES`` tiles of 16 weight rows a warp, ``WR x WK`` warps a block;
-    ``MINB`` > 0 asks the compiler for registers enough for that many blocks an SM (launch bounds)."""
-    weight_rows, load_weights, unpack, split_bytes, tile_mma, add_partials, store = _parts(MTILES, NT)
+def _frame(MTILES: int, NT: int, WR: int, WK: int):
+    """What both forms do around the chunk loop: ``begin`` (this warp's weight tile, K-warp index,
+    first chunk, rows and token rows; returns ``(wr, wk, lane, g, t, row0, tok0, chunks)``) and
+    ``finish`` (the K-warps' partial sums added in shared memory in a fixed order, then the store)."""
+    weight_rows, _, _, _, _, add_partials, store = _parts(MTILES, NT)
     NACC = MTILES * NT * 4
     RED = max(WK - 1, 1) * WR * NACC * 32  # the K-warps' partial sums, lane-major
 
-    @cuda.jit(launch_bounds=(32 * WR * WK, MINB) if MINB else None)
-    def w4a8_mma(a32, a_scale, w32, w_scales, out):
+    @cuda.jit(device=True, inline="always")
+    def begin(w32, out, wrow, wmul, arow):
         lane = cuda.threadIdx.x & 31
         warp = cuda.threadIdx.x >> 5
         wr, wk = warp % WR, warp // WR
@@ -169,8 +169,33 @@ def kernel(NT: int, MTILES: int = 2, WR: int = 2, WK: int = 4, MINB: int = 0):
         toks = out.shape[0]
         row0 = (cuda.blockIdx.x * WR + wr) * (16 * MTILES) + g
         tok0 = cuda.blockIdx.y * (8 * NT)
-        chunks = w32.shape[1] // CHUNK_WORDS
+        weight_rows(row0, out.shape[1], wrow, wmul)
+        for nt in range(NT):  # past the last activation row: row M - 1 again, never stored
+            arow[nt] = uint64(min(tok0 + 8 * nt + g, toks - 1))
+        return wr, wk, lane, g, t, row0, tok0, w32.shape[1] // CHUNK_WORDS
 
+    @cuda.jit(device=True, inline="always")
+    def finish(acc, a_scale, out, wr, wk, lane, g, t, row0, tok0):
+        if WK > 1:
+            red = cuda.shared.array(RED, int32)
+            if not add_partials(acc, red, wr, wk, lane, WR, WK):
+                return
+        store(acc, a_scale, out, row0 - g, tok0, g, t)
+
+    return begin, finish
+
+
+@functools.cache
+def kernel(NT: int, MTILES: int = 2, WR: int = 2, WK: int = 4, MINB: int = 0):
+    """The kernel: every warp loads its own activation fragments (from L1/L2). ``NT`` tiles of
+    8 activation rows, ``MTILES`` tiles of 16 weight rows a warp, ``WR x WK`` warps a block;
+    ``MINB`` > 0 asks the compiler for registers enough for that many blocks an SM (launch bounds)."""
+    _, load_weights, unpack, split_bytes, tile_mma, _, _ = _parts(MTILES, NT)
+    begin, finish = _frame(MTILES, NT, WR, WK)
+    NACC = MTILES * NT * 4
+
+    @cuda.jit(launch_bounds=(32 * WR * WK, MINB) if MINB else None)
+    def w4a8_mma(a32, a_scale, w32, w_scales, out):
         acc = cuda.local.array(NACC, float32)
         for i in range(NACC):
             acc[i] = float32(0.0)
@@ -183,9 +208,7 @@ def kernel(NT: int, MTILES: int = 2, WR: int = 2, WK: int = 4, MINB: int = 0):
         wrow = cuda.local.array((MTILES, 2), uint64)
         wmul = cuda.local.array((MTILES, 2), float32)
         arow = cuda.local.array(NT, uint64)
-        weight_rows(row0, out.shape[1], wrow, wmul)
-        for nt in range(NT):  # past the last activation row: row M - 1 again, never stored
-            arow[nt] = uint64(min(tok0 + 8 * nt + g, toks - 1))
+        wr, wk, lane, g, t, row0, tok0, chunks = begin(w32, out, wrow, wmul, arow)
         acol = uint64(8) * uint64(t)
 
         c = uint64(wk)
@@ -198,12 +221,7 @@ def kernel(NT: int, MTILES: int = 2, WR: int = 2, WK: int = 4, MINB: int = 0):
                 split_bytes(x0, x1, x2, x3, x4, x5, x6, x7, be, bo)
                 tile_mma(lo, hi, be, bo, sc, acc, nt)
             c += uint64(WK)
-
-        if WK > 1:
-            red = cuda.shared.array(RED, int32)
-            if not add_partials(acc, red, wr, wk, lane, WR, WK):
-                return
-        store(acc, a_scale, out, row0 - g, tok0, g, t)
+        finish(acc, a_scale, out, wr, wk, lane, g, t, row0, tok0)
 
     return w4a8_mma
 
@@ -216,21 +234,12 @@ def kernel_tokens_inner(NT: int, MTILES: int = 1, WR: int = 2, WK: int = 4, MINB
     that ``MTILES x NT`` independent accumulator chains hide the instruction's latency (the direct
     form has ``MTILES`` chains of four dependent steps at a time). It holds every token tile's
     activation bytes and int32 sums at once: registers for ``8 NT + 4 MTILES NT`` more words."""
-    weight_rows, load_weights, unpack, _, _, add_partials, store = _parts(MTILES, NT)
+    _, load_weights, unpack, _, _, _, _ = _parts(MTILES, NT)
+    begin, finish = _frame(MTILES, NT, WR, WK)
     NACC = MTILES * NT * 4
-    RED = max(WK - 1, 1) * WR * NACC * 32
 
     @cuda.jit(launch_bounds=(32 * WR * WK, MINB) if MINB else None)
     def w4a8_mma_tokens_inner(a32, a_scale, w32, w_scales, out):
-        lane = cuda.threadIdx.x & 31
-        warp = cuda.threadIdx.x >> 5
-        wr, wk = warp % WR, warp // WR
-        g, t = lane >> 2, lane & 3
-        toks = out.shape[0]
-        row0 = (cuda.blockIdx.x * WR + wr) * (16 * MTILES) + g
-        tok0 = cuda.blockIdx.y * (8 * NT)
-        chunks = w32.shape[1] // CHUNK_WORDS
-
         acc = cuda.local.array(NACC, float32)
         for i in range(NACC):
             acc[i] = float32(0.0)
@@ -245,9 +254,7 @@ def kernel_tokens_inner(NT: int, MTILES: int = 1, WR: int = 2, WK: int = 4, MINB
         wrow = cuda.local.array((MTILES, 2), uint64)
         wmul = cuda.local.array((MTILES, 2), float32)
         arow = cuda.local.array(NT, uint64)
-        weight_rows(row0, out.shape[1], wrow, wmul)
-        for nt in range(NT):
-            arow[nt] = uint64(min(tok0 + 8 * nt + g, toks - 1))
+        wr, wk, lane, g, t, row0, tok0, chunks = begin(w32, out, wrow, wmul, arow)
         acol = uint64(8) * uint64(t)
 
         c = uint64(wk)
@@ -278,12 +285,7 @@ def kernel_tokens_inner(NT: int, MTILES: int = 1, WR: int = 2, WK: int = 4, MINB
                     acc[b + 2] += float32(d[b + 2]) * sc[mt, 1]
                     acc[b + 3] += float32(d[b + 3]) * sc[mt, 1]
             c += uint64(WK)
-
-        if WK > 1:
-            red = cuda.shared.array(RED, int32)
-            if not add_partials(acc, red, wr, wk, lane, WR, WK):
-                return
-        store(acc, a_scale, out, row0 - g, tok0, g, t)
+        finish(acc, a_scale, out, wr, wk, lane, g, t, row0, tok0)
 
     return w4a8_mma_tokens_inner
 
