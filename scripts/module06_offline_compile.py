@@ -62,7 +62,21 @@ def _learner_copies():
     from kernel_lab.mma_ptx import cp_async16_at, global_address
     from kernel_lab.tensor_cores import async_gemm as ag
 
+    def make_b_copies(b_pos):  # B's half, the same in 06.1's and 06.3's copies
+        @cuda.jit(device=True, inline="always")
+        def copy_b(b, stage, k0, col0, n, k, tid):
+            for j in range(ag.B_CHUNKS // ag.THREADS):
+                idx = tid + j * ag.THREADS
+                r, c = idx // ag.B_ROW_CHUNKS, idx % ag.B_ROW_CHUNKS
+                gr, gc = k0 + r, col0 + 8 * c
+                inside = gr < k and gc < n
+                cp_async16_at(stage + ag.A_BYTES + 16 * b_pos(r, c), global_address(b, (gr, gc) if inside else (0, 0)),
+                              16 if inside else 0)
+        return copy_b
+
     def make_issue_slice(a_pos, b_pos):
+        copy_b = make_b_copies(b_pos)
+
         @cuda.jit(device=True, inline="always")
         def issue(a, b, stage, k0, row0, col0, m, n, k, tid):
             for j in range(ag.A_CHUNKS // ag.THREADS):
@@ -72,17 +86,12 @@ def _learner_copies():
                 inside = gr < m and gc < k
                 cp_async16_at(stage + 16 * a_pos(r, c), global_address(a, (gr, gc) if inside else (0, 0)),
                               16 if inside else 0)
-            for j in range(ag.B_CHUNKS // ag.THREADS):
-                idx = tid + j * ag.THREADS
-                r, c = idx // ag.B_ROW_CHUNKS, idx % ag.B_ROW_CHUNKS
-                gr, gc = k0 + r, col0 + 8 * c
-                inside = gr < k and gc < n
-                cp_async16_at(stage + ag.A_BYTES + 16 * b_pos(r, c), global_address(b, (gr, gc) if inside else (0, 0)),
-                              16 if inside else 0)
+            copy_b(b, stage, k0, col0, n, k, tid)
         return issue
 
     def make_conv_issue(geo, a_pos, b_pos):  # 06.3's chunked implicit GEMM (A gathered from an NHWC image)
         C, H, W, S, P, OH, OW = geo.c, geo.h, geo.w, geo.s, geo.padding, geo.out_h, geo.out_w
+        copy_b = make_b_copies(b_pos)
 
         @cuda.jit(device=True, inline="always")
         def issue(x, b, stage, k0, row0, col0, m, n, k, tid):
@@ -96,13 +105,7 @@ def _learner_copies():
                 inside = gr < m and gc < k and 0 <= ih < H and 0 <= iw < W
                 cp_async16_at(stage + 16 * a_pos(r, c),
                               global_address(x, (img, ih, iw, ch) if inside else (0, 0, 0, 0)), 16 if inside else 0)
-            for j in range(ag.B_CHUNKS // ag.THREADS):
-                idx = tid + j * ag.THREADS
-                r, c = idx // ag.B_ROW_CHUNKS, idx % ag.B_ROW_CHUNKS
-                gr, gc = k0 + r, col0 + 8 * c
-                inside = gr < k and gc < n
-                cp_async16_at(stage + ag.A_BYTES + 16 * b_pos(r, c),
-                              global_address(b, (gr, gc) if inside else (0, 0)), 16 if inside else 0)
+            copy_b(b, stage, k0, col0, n, k, tid)
         return issue
 
     positions = {}

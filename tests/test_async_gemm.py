@@ -22,8 +22,25 @@ from kernel_lab.mma_ptx import cp_async16_at, global_address  # noqa: E402
 from kernel_lab.tensor_cores import async_gemm as ag  # noqa: E402
 
 
+def make_b_copies(b_pos, *, zero_fill=True, b_offset=ag.A_BYTES):
+    """B's half of the notebooks' solutions (06.1's and 06.3's copies share it)."""
+    @cuda.jit(device=True)
+    def copy_b(b, stage, k0, col0, n, k, tid):
+        for j in range(ag.B_CHUNKS // ag.THREADS):
+            idx = tid + j * ag.THREADS
+            r, c = idx // ag.B_ROW_CHUNKS, idx % ag.B_ROW_CHUNKS
+            gr, gc = k0 + r, col0 + 8 * c
+            inside = gr < k and gc < n
+            if inside or zero_fill:
+                cp_async16_at(stage + b_offset + 16 * b_pos(r, c), global_address(b, (gr, gc) if inside else (0, 0)),
+                              16 if inside else 0)
+    return copy_b
+
+
 def make_issue_slice(a_pos, b_pos, *, zero_fill=True, b_offset=ag.A_BYTES):
     """The notebook's solution (with two switches for mutants)."""
+    copy_b = make_b_copies(b_pos, zero_fill=zero_fill, b_offset=b_offset)
+
     @cuda.jit(device=True)
     def issue(a, b, stage, k0, row0, col0, m, n, k, tid):
         for j in range(ag.A_CHUNKS // ag.THREADS):
@@ -34,14 +51,7 @@ def make_issue_slice(a_pos, b_pos, *, zero_fill=True, b_offset=ag.A_BYTES):
             if inside or zero_fill:
                 cp_async16_at(stage + 16 * a_pos(r, c), global_address(a, (gr, gc) if inside else (0, 0)),
                               16 if inside else 0)
-        for j in range(ag.B_CHUNKS // ag.THREADS):
-            idx = tid + j * ag.THREADS
-            r, c = idx // ag.B_ROW_CHUNKS, idx % ag.B_ROW_CHUNKS
-            gr, gc = k0 + r, col0 + 8 * c
-            inside = gr < k and gc < n
-            if inside or zero_fill:
-                cp_async16_at(stage + b_offset + 16 * b_pos(r, c), global_address(b, (gr, gc) if inside else (0, 0)),
-                              16 if inside else 0)
+        copy_b(b, stage, k0, col0, n, k, tid)
     return issue
 
 
@@ -131,6 +141,7 @@ def make_conv_issue(geo, a_pos, b_pos, *, minus_p=True, pad_test=True, order="rs
     mutants: no ``- P``, no padding test, columns in the NCHW (c, r, s) order)."""
     C, H, W, S, R, P, OH, OW = geo.c, geo.h, geo.w, geo.s, geo.r, geo.padding, geo.out_h, geo.out_w
     SHIFT = P if minus_p else 0
+    copy_b = make_b_copies(b_pos)
 
     @cuda.jit(device=True)
     def issue(x, b, stage, k0, row0, col0, m, n, k, tid):
@@ -148,13 +159,7 @@ def make_conv_issue(geo, a_pos, b_pos, *, minus_p=True, pad_test=True, order="rs
             ih, iw = min(max(ih, 0), H - 1), min(max(iw, 0), W - 1)  # the mutant reads a wrong pixel, not outside
             cp_async16_at(stage + 16 * a_pos(r, c), global_address(x, (img, ih, iw, ch) if inside else (0, 0, 0, 0)),
                           16 if inside else 0)
-        for j in range(ag.B_CHUNKS // ag.THREADS):
-            idx = tid + j * ag.THREADS
-            r, c = idx // ag.B_ROW_CHUNKS, idx % ag.B_ROW_CHUNKS
-            gr, gc = k0 + r, col0 + 8 * c
-            inside = gr < k and gc < n
-            cp_async16_at(stage + ag.A_BYTES + 16 * b_pos(r, c), global_address(b, (gr, gc) if inside else (0, 0)),
-                          16 if inside else 0)
+        copy_b(b, stage, k0, col0, n, k, tid)
     return issue
 
 
