@@ -33,17 +33,11 @@ fi
 warm_dir=/tmp/kl_warm
 if [ "${WARM:-1}" = 1 ] && [ ! -d $warm_dir ]; then  # WARM=0: no module 06/07 notebook follows
   mkdir -p $warm_dir
-  # WARM_MODULES="06": only module 06 (07's notebooks already stored). Module 06's block GEMMs
-  # (06.1-06.3 build them with their own loaders and epilogues, so the warm-up's offline catalogue
-  # has no kernels of theirs) share cuBLASDx descriptions with these: compiling them here, in
-  # parallel on this GPU machine, fills the code-generation cache those notebooks hit.
-  block="from kernel_lab.tensor_cores import gemm; from kernel_lab.tensor_cores.configs import GemmConfig as G; \
-gemm.precompile([G(128,128,32,256,'float16',prefetch=True), G(128,128,32,256,'float16',prefetch=False), \
-G(128,128,32,256,'bfloat16'), G(128,128,16,256,'tf32'), G(128,128,64,256,'int8'), G(128,128,64,256,'int4')])"
+  # WARM_MODULES="06": only module 06 (07's notebooks already stored). The catalogue holds module
+  # 06's block GEMMs and stage loop besides the pipelines (kernel_lab.tensor_cores.warm.catalogue).
   cmd=""
   for m in ${WARM_MODULES:-07 06}; do
-    extra=""; [ "$m" = 06 ] && extra="python3 -c \"$block\" > $warm_dir/06block.log 2>&1 & "
-    cmd+="$extra python3 -m kernel_lab.tensor_cores.warm --arch sm_90 --modules $m > $warm_dir/$m.log 2>&1; wait; touch $warm_dir/$m.done; "
+    cmd+="python3 -m kernel_lab.tensor_cores.warm --arch sm_90 --modules $m > $warm_dir/$m.log 2>&1; touch $warm_dir/$m.done; "
   done
   setsid bash -c "$cmd" < /dev/null > /dev/null 2>&1 &
   say "warm-up started (${WARM_MODULES:-07 06})"

@@ -71,7 +71,33 @@ def test_catalogue_holds_the_notebooks_kernels():
     assert "06 pipeline identity [128,256,64,256,float16,3] 300x333x200" in labels
     assert "06 pipeline bias_gelu [128,256,64,256,float16,4,8] 4096x4096x4096" in labels
     assert "07 ozaki fused [128,256,128,256,3] 8192x8192x8192" in labels
+    # 06.1's block GEMM and the stage loop of its numbered steps (06.3's chunked implicit GEMM too)
+    assert "06 block [128,128,32,256,float16,True]" in labels
+    assert "06 async [suggested,3]" in labels and "06 async [plain,3]" in labels
     assert len(set(jobs)) == len(jobs), "a job listed twice would be compiled twice"
+
+
+def test_catalogue_follows_the_notebooks_block_configs():
+    """Every GemmConfig(...) that 06.1-06.3 build is one of the warm-up's block GEMMs (the loaders and
+    epilogues the learners write change no cuBLASDx description), so a shipped cache covers them."""
+    import ast
+    import json
+
+    from kernel_lab.tensor_cores.configs import GemmConfig
+
+    root = Path(__file__).resolve().parents[1] / "solutions" / "06-tensor-cores"
+    configs = set()
+    for name in ("06.1-tensor-core-gemm.ipynb", "06.2-fused-epilogues.ipynb", "06.3-beyond-one-gemm.ipynb"):
+        for cell in json.loads((root / name).read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            for node in ast.walk(ast.parse("".join(cell["source"]))):
+                if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "GemmConfig":
+                    kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+                    configs.add(GemmConfig(*[ast.literal_eval(a) for a in node.args], **kwargs))
+    assert len(configs) >= 6, configs  # fp16 with and without prefetch, bf16, tf32, int8, int4
+    in_catalogue = {GemmConfig(**dict(job.config)) for job in warm.catalogue(["06"]) if job.kind == "block"}
+    assert configs <= in_catalogue, configs - in_catalogue
 
 
 def test_catalogue_follows_the_notebooks_pipeline_configs():

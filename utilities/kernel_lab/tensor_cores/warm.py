@@ -7,8 +7,9 @@ Modules 06 and 07 build kernels that call cuBLASDx through nvmath-python. Compil
 time costs minutes, almost all of it on the host CPU: libmathdx runs NVRTC over cuBLASDx's C++
 templates for every device function, then Numba lowers the kernel, NVVM turns it into LTO-IR and
 nvJitLink links and assembles it (docs/compile-time.md has the measured split). None of this needs a
-GPU, so an image for a workshop can be built warm: this command compiles every pipeline kernel the
-notebooks build, for each target architecture, and leaves
+GPU, so an image for a workshop can be built warm: this command compiles every cuBLASDx kernel the
+notebooks build (pipelines, module 06's block GEMMs and stage loop), for each target architecture,
+and leaves
 
 - the cuBLASDx code-generation cache (``codegen_cache``: the LTO-IR of every device function and
   the traits libmathdx reports), and
@@ -94,8 +95,10 @@ def parse_modules(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Job:
-    """One kernel to compile: ``kind`` is "pipeline" (module 06's ``PipelineGemm``) or "ozaki"
-    (module 07's pipeline kernels); ``shape`` is the problem (M, N, K) as the notebook passes it."""
+    """One kernel to compile: ``kind`` is "pipeline" (module 06's ``PipelineGemm``), "ozaki"
+    (module 07's pipeline kernels), "block" (06.1-06.3's ``BlockGemm``) or "async" (06.1's and
+    06.3's ``async_gemm`` stage loop); ``shape`` is the problem (M, N, K) as the notebook passes it
+    (a block or async kernel serves every shape: ``()``)."""
 
     module: str
     kind: str
@@ -106,8 +109,10 @@ class Job:
     note: str = field(default="", compare=False)
 
     def label(self) -> str:
-        m, n, k = self.shape
         cfg = ",".join(f"{v}" for _, v in self.config)
+        if not self.shape:
+            return f"{self.module} {self.kind} [{cfg}]"
+        m, n, k = self.shape
         what = self.method if self.kind == "ozaki" else self.epilogue
         return f"{self.module} {self.kind} {what} [{cfg}] {m}x{n}x{k}"
 
@@ -116,8 +121,18 @@ def _pipeline(module, cfg: dict, shape, epilogue="identity", note=""):
     return Job(module, "pipeline", tuple(shape), tuple(cfg.items()), epilogue, note=note)
 
 
+# 06.1's BlockGemm configurations (06.2 and 06.3 build theirs from the same ones); a test holds
+# them together with the notebooks' GemmConfig(...) calls
+BLOCK_CONFIGS = [dict(tile_m=128, tile_n=128, tile_k=32, threads=256, precision="float16", prefetch=True),
+                 dict(tile_m=128, tile_n=128, tile_k=32, threads=256, precision="float16", prefetch=False),
+                 dict(tile_m=128, tile_n=128, tile_k=32, threads=256, precision="bfloat16", prefetch=True),
+                 dict(tile_m=128, tile_n=128, tile_k=16, threads=256, precision="tf32", prefetch=True),
+                 dict(tile_m=128, tile_n=128, tile_k=64, threads=256, precision="int8", prefetch=True),
+                 dict(tile_m=128, tile_n=128, tile_k=64, threads=256, precision="int4", prefetch=True)]
+
+
 def catalogue(modules=ALL_MODULES, cc=(9, 0)) -> list[Job]:
-    """The pipeline kernels the notebooks compile on a GPU (configurations, epilogues and shapes
+    """The cuBLASDx kernels the notebooks compile on a GPU (configurations, epilogues and shapes
     taken from the notebooks; keep them in step when a notebook changes)."""
     jobs = []
     if "06" in modules:
@@ -131,6 +146,13 @@ def catalogue(modules=ALL_MODULES, cc=(9, 0)) -> list[Job]:
             jobs.append(_pipeline("06", fp16, shape, note="06.1"))
         for ep in ("identity", "bias_relu", "bias_gelu"):
             jobs.append(_pipeline("06", fp16_persistent, (4096, 4096, 4096), ep, note="06.2"))
+        # 06.1-06.3's block GEMMs (the learners' loaders and epilogues build other kernels of these
+        # cuBLASDx descriptions: the code generation is shared) and 06.1/06.3's stage loop, one per
+        # layout (its stages and the learner's copies change no cuBLASDx function)
+        for cfg in BLOCK_CONFIGS:
+            jobs.append(Job("06", "block", (), tuple(cfg.items()), note="06.1-06.3"))
+        for layout in ("plain", "suggested"):
+            jobs.append(Job("06", "async", (), (("layout", layout), ("stages", 3)), note="06.1, 06.3"))
         try:  # 06.4's tuning space (the notebook's SPACE: a test holds the two together)
             from . import configs
 
@@ -253,6 +275,44 @@ def ozaki_kernel_and_types(job: Job, cc):
     return kern, _numba_types(kern, values)
 
 
+def block_kernel_and_types(job: Job, cc):
+    """(dispatcher, argument types) of a module-06 ``BlockGemm`` with the package's own loaders and
+    the identity epilogue (the types ``BlockGemm.prepare`` gives a launch)."""
+    from numba import from_dtype, types
+
+    from . import gemm
+    from .configs import GemmConfig
+
+    cfg = GemmConfig(**dict(job.config))
+    kernel = gemm.BlockGemm(cfg)
+    bits = from_dtype(gemm._bits_dtype(cfg.precision))
+    a = types.Array(types.int8 if cfg.precision == "int4" else bits, 3, "C")  # int4: A is int8, B is packed
+    i32 = types.int32
+    return kernel.dispatcher, (a, types.Array(bits, 3, "C"), types.Array(from_dtype(kernel.out_dtype), 3, "C"),
+                               i32, i32, i32, types.UniTuple(i32, 8), types.Tuple(()))
+
+
+def async_kernel_and_types(job: Job, cc):
+    """(dispatcher, argument types) of ``async_gemm``'s stage loop around copies that do nothing:
+    the learner's copies are Numba code of their own, the loop's cuBLASDx functions are the same."""
+    from numba import cuda, types
+
+    from . import async_gemm
+
+    @cuda.jit(device=True)
+    def no_copies(a, b, stage, k0, row0, col0, m, n, k, tid):
+        pass
+
+    opts = dict(job.config)
+    dispatcher, _ = async_gemm.kernel(no_copies, opts["layout"], opts["stages"])
+    f16, f32, i32 = types.Array(types.float16, 2, "C"), types.Array(types.float32, 2, "C"), types.int32
+    return dispatcher, (f16, f16, f32, i32, i32, i32)
+
+
+KERNELS = {"pipeline": pipeline_kernel_and_types, "ozaki": ozaki_kernel_and_types,
+           "block": block_kernel_and_types, "async": async_kernel_and_types}
+
+
 def _pipeline_host_code(types) -> None:
     """Generate the device functions a GPU process's ``DevicePipeline`` runs on the host side (the
     one-thread kernels that build the pipeline's TMA state and tear it down): generating them is
@@ -279,8 +339,7 @@ def compile_offline(job: Job, cc, timers=None) -> dict:
 
     t0 = time.perf_counter()
     offline.pretend_gpu(cc)
-    make = pipeline_kernel_and_types if job.kind == "pipeline" else ozaki_kernel_and_types
-    dispatcher, types = make(job, cc)
+    dispatcher, types = KERNELS[job.kind](job, cc)
     t_describe = time.perf_counter()
     from numba.cuda.dispatcher import _Kernel
 
