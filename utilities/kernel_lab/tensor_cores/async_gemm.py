@@ -29,7 +29,7 @@ ratios to cuBLAS (CuPy) in the same run: ``BlockGemm`` 0.04x; plain layouts, 2 s
 suggested, 2 stages 0.22x; 3 stages **0.28x**; 4 stages 0.26x. A probe run on the same H200 just
 before it timed the earlier form of this loop (``i % stages``, slices, a per-value epilogue; 294
 instructions a pass against 242 now, sm_90 SASS) beside this one: 0.23x against 0.28x with 3
-stages, 0.22x against 0.26x with 4 (``scripts/probes/block_gemm_copy.py``).
+stages, 0.22x against 0.26x with 4 (recorded in ``scripts/probes/block_gemm_copy.py``).
 
 :class:`AsyncConv` runs the same loop as a convolution's implicit GEMM (06.3): the learner's copies
 gather A's chunks from a channels-last image (eight channels of one input pixel, 16 bytes). On an
