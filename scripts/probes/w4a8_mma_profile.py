@@ -3,6 +3,7 @@
 
     ncu -k regex:w4a8_mma --launch-skip 1 --launch-count 1 --section SpeedOfLight ... \\
         python3 scripts/probes/w4a8_mma_profile.py --m 64 --mtiles 2 --wr 2 --wk 4
+    (the package's choice at M = 64 on a wide layer: --form tokens-inner --mtiles 2 --wr 4 --wk 2)
 
 Launches twice (the first compiles and warms up); profile the second.
 """
@@ -33,6 +34,7 @@ def main():
     p.add_argument("--wk", type=int, default=4)
     p.add_argument("--nt", type=int, default=0, help="token tiles a block (0: all of M, at most 8)")
     p.add_argument("--minb", type=int, default=0)
+    p.add_argument("--form", default="direct", choices=sorted(wm.FORMS), help="w4a8_mma.FORMS: the kernel's loop")
     a = p.parse_args()
     kl.setup(quiet=True)
     rng = np.random.default_rng(1)
@@ -43,7 +45,7 @@ def main():
     xq, xs = qref.int8_per_row_f32(rng.standard_normal((a.m, a.k)).astype(np.float32))
     a32, xsd = cuda.to_device(qk.as_words(xq)), cuda.to_device(xs)
     y = cuda.device_array((a.m, a.n), np.float32)
-    params = dict(MTILES=a.mtiles, WR=a.wr, WK=a.wk, MINB=a.minb)
+    params = dict(MTILES=a.mtiles, WR=a.wr, WK=a.wk, MINB=a.minb, form=a.form)
     if a.nt:
         params["NT"] = a.nt
     for _ in range(2):
