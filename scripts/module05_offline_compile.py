@@ -57,10 +57,19 @@ def _compile_all(cc=(9, 0)):
         "w8a8_gemm tiled": (K.launch_w8a8_gemm.kernel, (i32m, i32m, f32m, f32v, f32v)),
         "w4a8_gemm": (K.w4a8_gemm, (i32m, f32v, i32m, f32m, f32m)),
     }
+    w4a8_args = (i32m, f32v, i32m, f32m, f32m)
     for m, n in ((1, 14336), (16, 14336), (64, 14336), (64, 4096)):  # the tensor-core W4A8's tiles at decode shapes
         p = w4a8_mma.choose(m, n)
-        kernels[f"w4a8_mma M={m} N={n}"] = (w4a8_mma.kernel(p["NT"], p["MTILES"], p["WR"], p["WK"]),
-                                            (i32m, f32v, i32m, f32m, f32m))
+        if p.get("form") == "tokens-inner":  # its kernel also takes the split's scratch (partials, tickets)
+            kernels[f"w4a8_mma tokens-inner M={m} N={n}"] = (
+                w4a8_mma.kernel_tokens_inner(p["NT"], p["MTILES"], p["WR"], p["WK"], 0, p.get("SPLIT", 1)),
+                w4a8_args + (f32v, i32v))
+        else:
+            kernels[f"w4a8_mma M={m} N={n}"] = (w4a8_mma.kernel(p["NT"], p["MTILES"], p["WR"], p["WK"]), w4a8_args)
+    kernels["w4a8_mma tokens-inner, K over 2 blocks, M=64"] = (w4a8_mma.kernel_tokens_inner(8, 2, 4, 2, 0, 2),
+                                                               w4a8_args + (f32v, i32v))
+    kernels["w4a8_mma resident, K over 4 blocks, M=64"] = (w4a8_mma.kernel_resident(8, 2, 4, 2, 8, 0, 4),
+                                                           w4a8_args + (f32v, i32v))
     failed = 0
     for name, (kern, sig) in kernels.items():
         try:
@@ -70,7 +79,10 @@ def _compile_all(cc=(9, 0)):
             print(f"{name}: FAILED: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", flush=True)
             continue
         calls = [s for s in ("dp4a.s32.s32", "prmt.b32", "mma.sync.aligned.m16n8k32") if s in ptx]
-        print(f"{name}: compiles for sm_{cc[0]}{cc[1]}" + (f" (PTX has {', '.join(calls)})" if calls else ""), flush=True)
+        # a local array indexed by a value the compiler cannot resolve stays in local memory (the stack)
+        stack = "; LOCAL MEMORY (a local array is indexed dynamically)" if "__local_depot" in ptx else ""
+        print(f"{name}: compiles for sm_{cc[0]}{cc[1]}" + (f" (PTX has {', '.join(calls)})" if calls else "") + stack,
+              flush=True)
     return failed
 
 

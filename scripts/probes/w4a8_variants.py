@@ -113,6 +113,27 @@ and scales loaded before this chunk's work (a second set of registers: 60 instea
 latency is not what holds the larger layer back. In the same run tc m2 wr1 wk8 reached 63.8% and
 62.0% at M = 1 and 4 (the choice, m1 wr2 wk4: 60.9, 60.4%), and 49.6% at 16.
 
+Next (H200, 2026-11-27; copy roofline 4,280 GB/s, a CuPy copy of the bytes 71-75% of it):
+- "tc tipf", refuted and removed: the tokens-inner form with the next chunk's weights loaded once
+  this chunk's are unpacked. 14336 x 4096: m2 wr4 wk2 28.6, 25.3, 20.0% at M = 16, 32, 64 against
+  32.9, 29.6, 21.8% without (slower at every M); m2 wr2 wk4 38.7% at 16 (the choice there, tc m1
+  wr2 wk4, 44.0%). As before, the registers cost more than the latency they hide.
+- "tc tis{S}" (``kernel_tokens_inner(..., SPLIT=S)``: K split over S blocks along gridDim.z, the
+  last block of each output tile adding the splits' partial sums in a fixed order) and "tc res"
+  (``kernel_resident``: each block copies its slice of the activations into shared memory once,
+  already split into even and odd bytes, K split over blocks the same way) were timed slower than
+  tc ti at every M (e.g. N = K = 8192, M = 64: tis2 m2 wr4 wk2 62.2 us, tc ti 52.3 us; 14336 x 4096,
+  M = 64: res m1 wr8 wk1 c8 59 us, tc ti 33.5 us), but those versions had a defect that voids the
+  numbers: the loop adding the splits ran ``gridDim`` times and indexed the accumulators with its
+  counter, so the compiler kept the accumulators in local memory (the stack) for the whole kernel;
+  ``scripts/module05_offline_compile.py`` now reports local memory in the PTX. Fixed (the sum
+  reads every split from memory, the split count is a compile-time constant; no local memory in
+  the PTX of any configuration in SPLIT_CONFIGS and RESIDENT_CONFIGS); not yet timed again. Note
+  for that run: at N = K = 8192, M = 64 the choice (tc ti m2 wr4 wk2) has 64 blocks for 132 SMs.
+cuBLASLt int8 in the same runs (int8 weights: twice the bytes), 14336 x 4096: 23.9, 19.8, 22.3 us
+at M = 16, 32, 64, the tensor-core W4A8 16.6, 24.6, 33.5 us; N = K = 8192: 23.8, 24.5, 32.9 us at
+M = 1, 16, 64, the W4A8 20.7, 20.8, 52.3 us.
+
 One line per (variant, M); with $OUT set, also $OUT/w4a8_variants.json.
 """
 
@@ -250,7 +271,9 @@ def variants():
             ("tc: mma.sync int8, package choice", wm.launch_w4a8_mma, None)] + [
             (f"tc{' ti' if form == 'tokens-inner' else ''} m{mt} wr{wr} wk{wk}{f' nt<={cap}' if cap < 8 else ''}: "
              f"{16 * mt} rows/warp, {wr}x{wk} warps", mma_launcher(mt, wr, wk, cap, form), None)
-            for mt, wr, wk, cap, form in TC_CONFIGS]
+            for mt, wr, wk, cap, form in TC_CONFIGS] + [
+            (f"tc tis{sp} m{mt} wr{wr} wk{wk}: K over {sp} blocks, {16 * mt * wr} rows a block",
+             mma_launcher(mt, wr, wk, 8, "tokens-inner", sp), None) for mt, wr, wk, sp in SPLIT_CONFIGS]
 
 
 # (MTILES, WR, WK, most token tiles a block: M above 8 x that takes more blocks over gridDim.y, form:
@@ -261,10 +284,28 @@ TC_CONFIGS = [(1, 1, 8, 8, "direct"), (1, 2, 4, 8, "direct"), (2, 2, 4, 8, "dire
               (2, 8, 1, 8, "direct"), (2, 8, 1, 8, "tokens-inner"), (1, 8, 1, 8, "tokens-inner")]
 
 
-def mma_launcher(mtiles, wr, wk, cap=8, form="direct"):
+# the tokens-inner form with K split over blocks (gridDim.z): (MTILES, WR, WK, SPLIT)
+SPLIT_CONFIGS = [(2, 4, 2, 2), (2, 4, 2, 3), (2, 4, 2, 4), (2, 2, 4, 2), (1, 2, 4, 2), (2, 4, 1, 2)]
+
+
+# the resident form (w4a8_mma.kernel_resident): (MTILES, WR, WK, chunks of 128 K a block)
+RESIDENT_CONFIGS = [(2, 4, 2, 8), (2, 8, 1, 8), (2, 4, 2, 16), (1, 8, 1, 8), (1, 8, 1, 16), (2, 4, 1, 8)]
+
+
+def resident_launcher(mtiles, wr, wk, cpb):
+    def launch(out, a32, a_scale, w32, w_scales):
+        nt = min(8, -(-out.shape[0] // 8))
+        return wm.launch_w4a8_mma(out, a32, a_scale, w32, w_scales, form="resident", NT=nt, MTILES=mtiles, WR=wr,
+                                  WK=wk, CPB=cpb)
+    return launch
+
+
+def mma_launcher(mtiles, wr, wk, cap=8, form="direct", split=1):
     def launch(out, a32, a_scale, w32, w_scales):
         nt = min(cap, -(-out.shape[0] // 8))
-        return wm.launch_w4a8_mma(out, a32, a_scale, w32, w_scales, form=form, NT=nt, MTILES=mtiles, WR=wr, WK=wk)
+        extra = dict(SPLIT=split) if split > 1 else {}
+        return wm.launch_w4a8_mma(out, a32, a_scale, w32, w_scales, form=form, NT=nt, MTILES=mtiles, WR=wr, WK=wk,
+                                  **extra)
     return launch
 
 
@@ -291,7 +332,9 @@ def main(argv=None):
     p.add_argument("--sim", action="store_true", help="in the simulator: the checks only, at small sizes")
     p.add_argument("--small-ms", default="1,4,16,64", help="activation rows for N = K = 4096 (comma-separated; "
                    "empty: none)")
-    p.add_argument("--big-ms", default="1", help="activation rows for the 14336 x 4096 layer (comma-separated)")
+    p.add_argument("--big-ms", default="1", help="activation rows for the big layer (comma-separated)")
+    p.add_argument("--big-n", type=int, default=14336, help="the big layer's weight rows (06.3's decode shape: 8192)")
+    p.add_argument("--k", type=int, default=4096, help="K of both layers (06.3's decode shape: 8192)")
     p.add_argument("--only", help="comma-separated prefixes of the variants to run (the package's always runs)")
     args = p.parse_args(argv)
     env = kl.setup(quiet=True)
@@ -332,12 +375,12 @@ def main(argv=None):
         import nvmath  # noqa: F401
     except ImportError:
         CublasLtInt8 = None
-    k = 4096
+    k = args.k
     rng = np.random.default_rng(4)
     names = [(name, launch, kern) for name, launch, kern in chosen if ok[name]]
     # N = K = 4096 at the notebook's M; then a 14336 x 4096 layer at M = 1, where a copy of the bytes
     # is close to the roofline (at 8.5 MiB it reaches about half: launch and ramp-up costs)
-    rows = [(4096, args.small_ms), (14336, args.big_ms)]
+    rows = [(4096, args.small_ms), (args.big_n, args.big_ms)]
     for n_out, ms in ((n, tuple(int(v) for v in text.split(",") if v)) for n, text in rows):
         wf = rng.standard_normal((n_out, k)).astype(np.float32)
         w_scales = qref.int4_group_scales_f32(wf)

@@ -41,6 +41,13 @@ took 80 us, 32 rows 44 us). Blocks of 128 weight rows (4 x 2 warps) with the tok
 (:func:`kernel_tokens_inner`) reach 40% at M = 32 and 31% at M = 64 (34 us; 30% and 23% before).
 A kernel that stages both operands in shared memory (tried: ``cp.async``, three stages) spent its
 issue slots on the copies' address arithmetic and was slower at every M.
+
+Two forms aim at M = 32-64 and at layers with fewer blocks than SMs (N = K = 8192 at M = 64: 64
+blocks of 128 rows for 132 SMs); neither is :func:`choose`'s yet, because neither has been timed
+without a defect (the probe's notes): ``kernel_tokens_inner(..., SPLIT=S)`` splits K over S blocks,
+and :func:`kernel_resident` also copies each block's slice of the activations into shared memory
+once. Both add the splits' partial sums in a fixed order (the last block of each output tile, by
+an atomic ticket), so a result does not vary from run to run.
 """
 
 from __future__ import annotations
@@ -51,7 +58,7 @@ from ..bitcast import bits_float, float_bits
 from ..environment import on_simulator
 from ..mma_ptx import mma_s8
 from ..validate import KernelLabArgumentError
-from ..vector_loads import load4
+from ..vector_loads import load4, store4
 from .dp4a import EVEN_BYTES, ODD_BYTES, byte_perm
 from .kernels import int4_halves_x16
 
@@ -152,10 +159,11 @@ def _parts(MTILES: int, NT: int):
 
 
 @functools.cache
-def _frame(MTILES: int, NT: int, WR: int, WK: int):
+def _frame(MTILES: int, NT: int, WR: int, WK: int, SPLIT: int = 1):
     """What both forms do around the chunk loop: ``begin`` (this warp's weight tile, K-warp index,
-    first chunk, rows and token rows; returns ``(wr, wk, lane, g, t, row0, tok0, chunks)``) and
-    ``finish`` (the K-warps' partial sums added in shared memory in a fixed order, then the store)."""
+    first chunk, rows and token rows; returns ``(wr, wk, lane, g, t, row0, tok0, chunks)``),
+    ``finish`` (the K-warps' partial sums added in shared memory in a fixed order, then the store)
+    and ``finish_split`` (the same when K is split over blocks too)."""
     weight_rows, _, _, _, _, add_partials, store = _parts(MTILES, NT)
     NACC = MTILES * NT * 4
     RED = max(WK - 1, 1) * WR * NACC * 32  # the K-warps' partial sums, lane-major
@@ -182,7 +190,46 @@ def _frame(MTILES: int, NT: int, WR: int, WK: int):
                 return
         store(acc, a_scale, out, row0 - g, tok0, g, t)
 
-    return begin, finish
+    @cuda.jit(device=True, inline="always")
+    def finish_split(acc, a_scale, out, wr, wk, lane, g, t, row0, tok0, partials, tickets):
+        """``finish`` for K split over ``gridDim.z`` blocks: each block's owner warps (k = 0) leave
+        their sums in ``partials`` (lane-major: [split][tile][weight warp][sum][lane], coalesced),
+        then take a ticket for their output tile; the block with the last ticket adds the splits'
+        sums in the order 0, 1, ... (the same bits whichever block finishes last), stores, and puts
+        the ticket back to 0 for the next launch."""
+        owner = True
+        if WK > 1:
+            red = cuda.shared.array(RED, int32)
+            owner = add_partials(acc, red, wr, wk, lane, WR, WK)
+        ticket = cuda.shared.array(1, int32)
+        splits, z = cuda.gridDim.z, cuda.blockIdx.z
+        tile = cuda.blockIdx.y * cuda.gridDim.x + cuda.blockIdx.x
+        stride = cuda.gridDim.x * cuda.gridDim.y * (WR * NACC * 32)  # one split's sums
+        mine = (tile * WR + wr) * (NACC * 32) + lane
+        if owner:
+            for i in range(NACC):
+                partials[z * stride + mine + i * 32] = acc[i]
+        cuda.threadfence()  # the sums are visible to every block before the ticket is taken
+        cuda.syncthreads()
+        if cuda.threadIdx.x == 0:
+            ticket[0] = cuda.atomic.add(tickets, tile, 1)
+        cuda.syncthreads()
+        if ticket[0] != splits - 1 or not owner:
+            return
+        cuda.threadfence()
+        if cuda.threadIdx.x == 0:
+            tickets[tile] = 0
+        rows, toks = out.shape[1], out.shape[0]
+        for i in range(NACC):  # every split's sums from memory (this block's too): acc is not indexed
+            v = float32(0.0)   # in this loop, which the compiler may keep rolled (acc stays in registers)
+            for q in range(SPLIT):  # the fixed order 0, 1, ...
+                v += partials[q * stride + mine + i * 32]
+            r = row0 + 16 * (i // (4 * NT)) + 8 * ((i & 3) >> 1)
+            m = tok0 + 8 * ((i // 4) % NT) + 2 * t + (i & 1)
+            if r < rows and m < toks:
+                out[m, r] = v * a_scale[m]
+
+    return begin, finish, finish_split
 
 
 @functools.cache
@@ -191,7 +238,7 @@ def kernel(NT: int, MTILES: int = 2, WR: int = 2, WK: int = 4, MINB: int = 0):
     8 activation rows, ``MTILES`` tiles of 16 weight rows a warp, ``WR x WK`` warps a block;
     ``MINB`` > 0 asks the compiler for registers enough for that many blocks an SM (launch bounds)."""
     _, load_weights, unpack, split_bytes, tile_mma, _, _ = _parts(MTILES, NT)
-    begin, finish = _frame(MTILES, NT, WR, WK)
+    begin, finish, _ = _frame(MTILES, NT, WR, WK)
     NACC = MTILES * NT * 4
 
     @cuda.jit(launch_bounds=(32 * WR * WK, MINB) if MINB else None)
@@ -227,19 +274,24 @@ def kernel(NT: int, MTILES: int = 2, WR: int = 2, WK: int = 4, MINB: int = 0):
 
 
 @functools.cache
-def kernel_tokens_inner(NT: int, MTILES: int = 1, WR: int = 2, WK: int = 4, MINB: int = 0):
+def kernel_tokens_inner(NT: int, MTILES: int = 1, WR: int = 2, WK: int = 4, MINB: int = 0, SPLIT: int = 1):
     """The same tiles as :func:`kernel`, with the chunk's loop turned: all ``NT`` token tiles'
     activation loads are issued together (one trip to L2 a chunk, not ``NT`` one after another),
     then the four ``mma`` steps run outermost, each over every (weight tile, token tile) pair, so
     that ``MTILES x NT`` independent accumulator chains hide the instruction's latency (the direct
     form has ``MTILES`` chains of four dependent steps at a time). It holds every token tile's
-    activation bytes and int32 sums at once: registers for ``8 NT + 4 MTILES NT`` more words."""
+    activation bytes and int32 sums at once: registers for ``8 NT + 4 MTILES NT`` more words.
+
+    ``SPLIT`` > 1 splits K over that many blocks along ``gridDim.z`` (each a contiguous share of
+    the chunks), their sums added by ``finish_split``: for layers with fewer blocks than SMs
+    (N = 8192 at 128 rows a block: 64). ``partials`` and ``tickets`` are its scratch (see
+    :func:`_split_scratch`); with ``SPLIT`` = 1 they are not touched."""
     _, load_weights, unpack, _, _, _, _ = _parts(MTILES, NT)
-    begin, finish = _frame(MTILES, NT, WR, WK)
+    begin, finish, finish_split = _frame(MTILES, NT, WR, WK, SPLIT)
     NACC = MTILES * NT * 4
 
     @cuda.jit(launch_bounds=(32 * WR * WK, MINB) if MINB else None)
-    def w4a8_mma_tokens_inner(a32, a_scale, w32, w_scales, out):
+    def w4a8_mma_tokens_inner(a32, a_scale, w32, w_scales, out, partials, tickets):
         acc = cuda.local.array(NACC, float32)
         for i in range(NACC):
             acc[i] = float32(0.0)
@@ -256,9 +308,10 @@ def kernel_tokens_inner(NT: int, MTILES: int = 1, WR: int = 2, WK: int = 4, MINB
         arow = cuda.local.array(NT, uint64)
         wr, wk, lane, g, t, row0, tok0, chunks = begin(w32, out, wrow, wmul, arow)
         acol = uint64(8) * uint64(t)
-
-        c = uint64(wk)
-        while c < uint64(chunks):
+        share = (chunks + SPLIT - 1) // SPLIT  # this block's chunks: [z share, (z + 1) share)
+        c = uint64(cuda.blockIdx.z * share + wk)
+        c_end = uint64(min(chunks, (cuda.blockIdx.z + 1) * share))
+        while c < c_end:
             load_weights(w32, w_scales, wrow, wmul, c, t, pw, sc)
             for nt in range(NT):  # every load of the chunk in flight before the first use
                 x[nt, 0], x[nt, 1], x[nt, 2], x[nt, 3] = load4(a32, (arow[nt], uint64(32) * c + acol))
@@ -285,12 +338,196 @@ def kernel_tokens_inner(NT: int, MTILES: int = 1, WR: int = 2, WK: int = 4, MINB
                     acc[b + 2] += float32(d[b + 2]) * sc[mt, 1]
                     acc[b + 3] += float32(d[b + 3]) * sc[mt, 1]
             c += uint64(WK)
-        finish(acc, a_scale, out, wr, wk, lane, g, t, row0, tok0)
+        if SPLIT > 1:
+            finish_split(acc, a_scale, out, wr, wk, lane, g, t, row0, tok0, partials, tickets)
+        else:
+            finish(acc, a_scale, out, wr, wk, lane, g, t, row0, tok0)
 
     return w4a8_mma_tokens_inner
 
 
-FORMS = {"direct": kernel, "tokens-inner": kernel_tokens_inner}
+_SCRATCH: dict = {}
+
+
+def _split_scratch(words: int, tiles: int):
+    """The split form's float32 partial sums (``words``) and one ticket per output tile (zeros),
+    kept per size and context: the kernel leaves every ticket at 0 again, so they are made once."""
+    key = (words, tiles, 0 if on_simulator() else id(cuda.current_context()))
+    if key not in _SCRATCH:
+        import numpy as np
+
+        _SCRATCH[key] = (cuda.device_array(max(words, 1), np.float32), cuda.to_device(np.zeros(tiles, np.int32)))
+    return _SCRATCH[key]
+
+
+PAD_WORDS = 36  # a token's chunk in shared memory: 128 bytes, then 16 unused (LDS.128 without conflicts)
+
+
+@functools.cache
+def kernel_resident(NT: int, MTILES: int = 2, WR: int = 4, WK: int = 2, CPB: int = 8, MINB: int = 0, SPLIT: int = 1):
+    """Activations resident in shared memory, K split over blocks. Block ``(x, s, z)`` takes the
+    weight rows of :func:`kernel`'s block ``x``, token tiles ``z`` and the ``CPB`` chunks from
+    ``s CPB``: it first copies that slice of the activations into shared memory once (every 8
+    bytes already split into even and odd bytes, so the loop does no PRMT), then each warp streams
+    its weights, the next chunk's load in flight while this one's ``mma`` steps run, and reads the
+    activation fragments with two ``LDS.128`` per token tile. The ``gridDim.y`` (= ``SPLIT``, a
+    compile-time constant that the launcher sets) blocks that share an output tile leave their
+    float32 sums in ``partials`` (in the lanes' order); the last of them to finish (an atomic
+    ticket per tile) adds them in the order s = 0, 1, ... (the same bits whichever finishes last),
+    scales and stores, and puts the ticket back to 0 for the next launch.
+
+    Why: from M = 32 the other forms read every chunk of activations from L2 once per block along
+    N, which costs as many bytes as the weights at 128 rows a block; here a block reads its slice
+    once, from one coalesced copy. The split over K keeps blocks enough for every SM."""
+    weight_rows, load_weights, unpack, _, _, add_partials, store = _parts(MTILES, NT)
+    NACC = MTILES * NT * 4
+    TOKS = 8 * NT
+    THREADS = 32 * WR * WK
+    PIECES = TOKS * CPB * 8  # 16-byte pieces of the slice: 8 per token and chunk
+
+    @cuda.jit(device=True, inline="always")
+    def stage(a32, xs, tok0, c0, nch):
+        """The slice (tokens tok0.., chunks c0..c0 + nch) into ``xs``, zeros past M and past K."""
+        toks = a32.shape[0]
+        i = cuda.threadIdx.x
+        while i < PIECES:
+            tok, r = i // (CPB * 8), i % (CPB * 8)  # consecutive threads: consecutive 16 bytes of a row
+            v0, v1, v2, v3 = int32(0), int32(0), int32(0), int32(0)
+            if tok0 + tok < toks and (r >> 3) < nch:
+                v0, v1, v2, v3 = load4(a32, (uint64(tok0 + tok), uint64(32) * uint64(c0) + uint64(4 * r)))
+            dst = ((r >> 3) * TOKS + tok) * PAD_WORDS + 4 * (r & 7)
+            store4(xs, dst, byte_perm(v0, v1, EVEN_BYTES), byte_perm(v0, v1, ODD_BYTES),
+                   byte_perm(v2, v3, EVEN_BYTES), byte_perm(v2, v3, ODD_BYTES))
+            i += THREADS
+
+    @cuda.jit(launch_bounds=(THREADS, MINB) if MINB else None)
+    def w4a8_mma_resident(a32, a_scale, w32, w_scales, out, partials, tickets):
+        xs = cuda.shared.array(0, int32)
+        ticket = cuda.shared.array(1, int32)
+        acc = cuda.local.array(NACC, float32)
+        for i in range(NACC):
+            acc[i] = float32(0.0)
+        pw = cuda.local.array((MTILES, 2, 4), int32)
+        sc = cuda.local.array((MTILES, 2), float32)
+        scc = cuda.local.array((MTILES, 2), float32)
+        d = cuda.local.array(NACC, int32)
+        x = cuda.local.array((NT, 8), int32)
+        lo = cuda.local.array((MTILES, 2, 4), int32)
+        hi = cuda.local.array((MTILES, 2, 4), int32)
+        wrow = cuda.local.array((MTILES, 2), uint64)
+        wmul = cuda.local.array((MTILES, 2), float32)
+        lane = cuda.threadIdx.x & 31
+        warp = cuda.threadIdx.x >> 5
+        wr, wk = warp % WR, warp // WR
+        g, t = lane >> 2, lane & 3
+        rows, toks = out.shape[1], out.shape[0]
+        row0 = (cuda.blockIdx.x * WR + wr) * (16 * MTILES) + g
+        tok0 = cuda.blockIdx.z * TOKS
+        c0 = cuda.blockIdx.y * CPB
+        nch = min(CPB, w32.shape[1] // CHUNK_WORDS - c0)
+        weight_rows(row0, rows, wrow, wmul)
+        cl = wk
+        if cl < nch:  # the first chunk's weights on their way while the activations are copied
+            load_weights(w32, w_scales, wrow, wmul, uint64(c0 + cl), t, pw, sc)
+        stage(a32, xs, tok0, c0, nch)
+        cuda.syncthreads()
+        while cl < nch:
+            unpack(pw, lo, hi)
+            for mt in range(MTILES):
+                for h in range(2):
+                    scc[mt, h] = sc[mt, h]
+            if cl + WK < nch:  # the next chunk's weights load during this chunk's mma steps
+                load_weights(w32, w_scales, wrow, wmul, uint64(c0 + cl + WK), t, pw, sc)
+            for nt in range(NT):  # each token tile's octets: words 2j (even bytes) and 2j + 1 (odd) of step j
+                at = (cl * TOKS + 8 * nt + g) * PAD_WORDS + 8 * t
+                x[nt, 0], x[nt, 1], x[nt, 2], x[nt, 3] = load4(xs, at)
+                x[nt, 4], x[nt, 5], x[nt, 6], x[nt, 7] = load4(xs, at + 4)
+            for i in range(NACC):
+                d[i] = int32(0)
+            for j in range(4):  # as the tokens-inner form: step j of every chain (small bodies: unrolled)
+                for mt in range(MTILES):
+                    for nt in range(NT):
+                        b = (mt * NT + nt) * 4
+                        d[b], d[b + 1], d[b + 2], d[b + 3] = mma_s8(lo[mt, 0, j], lo[mt, 1, j], hi[mt, 0, j],
+                                                                    hi[mt, 1, j], x[nt, 2 * j], x[nt, 2 * j + 1],
+                                                                    d[b], d[b + 1], d[b + 2], d[b + 3])
+            for mt in range(MTILES):
+                for nt in range(NT):
+                    b = (mt * NT + nt) * 4
+                    acc[b] += float32(d[b]) * scc[mt, 0]
+                    acc[b + 1] += float32(d[b + 1]) * scc[mt, 0]
+                    acc[b + 2] += float32(d[b + 2]) * scc[mt, 1]
+                    acc[b + 3] += float32(d[b + 3]) * scc[mt, 1]
+            cl += WK
+        owner = True
+        if WK > 1:
+            cuda.syncthreads()  # every warp is done with xs: it holds the K-warps' sums now
+            owner = add_partials(acc, xs, wr, wk, lane, WR, WK)
+        splits = cuda.gridDim.y
+        if splits > 1:
+            # each owner warp's sums, lane-major (coalesced): [split][tile][weight warp][acc][lane]
+            s = cuda.blockIdx.y
+            tiles = cuda.gridDim.x * cuda.gridDim.z
+            tile = cuda.blockIdx.z * cuda.gridDim.x + cuda.blockIdx.x
+            mine = (tile * WR + wr) * (NACC * 32) + lane
+            if owner:
+                for i in range(NACC):
+                    partials[(s * tiles) * (WR * NACC * 32) + mine + i * 32] = acc[i]
+            cuda.threadfence()  # this block's sums are visible before its ticket is
+            cuda.syncthreads()
+            if cuda.threadIdx.x == 0:
+                ticket[0] = cuda.atomic.add(tickets, tile, 1)
+            cuda.syncthreads()
+            if ticket[0] != splits - 1:
+                return
+            cuda.threadfence()
+            if cuda.threadIdx.x == 0:
+                tickets[tile] = 0
+            if owner:
+                for i in range(NACC):  # every split's sums from memory, in the order 0, 1, ... (acc is
+                    v = float32(0.0)   # not indexed here: the compiler may keep this loop rolled)
+                    for q in range(SPLIT):
+                        v += partials[(q * tiles) * (WR * NACC * 32) + mine + i * 32]
+                    r = row0 - g + 16 * (i // (4 * NT)) + 8 * ((i & 3) >> 1) + g
+                    m = tok0 + 8 * ((i // 4) % NT) + 2 * t + (i & 1)
+                    if r < rows and m < toks:
+                        out[m, r] = v * a_scale[m]
+            return
+        if owner:
+            store(acc, a_scale, out, row0 - g, tok0, g, t)
+
+    return w4a8_mma_resident
+
+
+def resident_smem_bytes(NT: int, MTILES: int, WR: int, WK: int, CPB: int) -> int:
+    """The resident form's dynamic shared memory: the activation slice, or the K-warps' sums."""
+    red = max(WK - 1, 1) * WR * MTILES * NT * 4 * 32 if WK > 1 else 0
+    return 4 * max(CPB * 8 * NT * PAD_WORDS, red)
+
+
+_OPTED_IN: set = set()
+
+
+def _launch_resident(p, out, a32, a_scale, w32, w_scales):
+    m, n = out.shape
+    cpb = p.get("CPB", 8)
+    chunks = w32.shape[1] // CHUNK_WORDS
+    grid = (-(-n // (16 * p["MTILES"] * p["WR"])), -(-chunks // cpb), -(-m // (8 * p["NT"])))
+    k = kernel_resident(p["NT"], p["MTILES"], p["WR"], p["WK"], cpb, p.get("MINB", 0), grid[1])
+    nacc = p["MTILES"] * p["NT"] * 4
+    partials, tickets = _split_scratch(grid[1] * grid[0] * grid[2] * p["WR"] * nacc * 32 if grid[1] > 1 else 0,
+                                       grid[0] * grid[2])
+    smem = resident_smem_bytes(p["NT"], p["MTILES"], p["WR"], p["WK"], cpb)
+    args = (a32, a_scale, w32, w_scales, out, partials, tickets)
+    if smem > 48 * 1024 and not on_simulator() and (k, smem) not in _OPTED_IN:
+        from ..tensor_cores.gemm import set_max_dynamic_shared_memory
+
+        set_max_dynamic_shared_memory(k, args, smem)
+        _OPTED_IN.add((k, smem))
+    k[grid, 32 * p["WR"] * p["WK"], 0, smem](*args)
+
+
+FORMS = {"direct": kernel, "tokens-inner": kernel_tokens_inner, "resident": kernel_resident}  # launch: by name
 
 
 def choose(m: int, n: int) -> dict:
@@ -312,9 +549,11 @@ def launch_w4a8_mma(out, a32, a_scale, w32, w_scales, **params):
     """W4A8 on the int8 tensor cores; the same arguments as ``kernels.launch_w4a8_gemm``.
 
     ``params`` override :func:`choose`'s ``NT``, ``MTILES``, ``WR``, ``WK``, ``MINB`` (launch
-    bounds) and ``form`` (a key of ``FORMS``: "direct", :func:`kernel`, or "tokens-inner"). Rows
-    whose packed length is not a whole number of 128-value groups (16 words), and GPUs
-    older than compute capability 8.0, take the DP4A kernel (``kernels.launch_w4a8_gemm_words``)."""
+    bounds), ``SPLIT`` (K over that many blocks; the tokens-inner form only), ``CPB`` (chunks a
+    block; the resident form only) and ``form`` (a key of ``FORMS``: "direct", :func:`kernel`,
+    "tokens-inner" or "resident"). Rows whose packed length is not a whole number of 128-value
+    groups (16 words), and GPUs older than compute capability 8.0, take the DP4A kernel
+    (``kernels.launch_w4a8_gemm_words``)."""
     from .kernels import launch_w4a8_gemm_words
 
     m, n = out.shape
@@ -330,8 +569,19 @@ def launch_w4a8_mma(out, a32, a_scale, w32, w_scales, **params):
     form = p.get("form", "direct")
     if form not in FORMS:
         raise KernelLabArgumentError(f"form must be one of {sorted(FORMS)}, got {form!r}")
+    if form == "resident":
+        return _launch_resident(p, out, a32, a_scale, w32, w_scales)
+    split = p.get("SPLIT", 1)
+    if split > 1 and form != "tokens-inner":
+        raise KernelLabArgumentError(f"SPLIT (K over blocks) is a parameter of the tokens-inner form, not {form!r}")
+    grid = (-(-n // (16 * p["MTILES"] * p["WR"])), -(-m // (8 * p["NT"])), split)
+    if form == "tokens-inner":
+        k = kernel_tokens_inner(p["NT"], p["MTILES"], p["WR"], p["WK"], p.get("MINB", 0), split)
+        nsums = p["WR"] * p["MTILES"] * p["NT"] * 4 * 32  # one block's owner warps' sums
+        partials, tickets = _split_scratch(split * grid[0] * grid[1] * nsums if split > 1 else 0, grid[0] * grid[1])
+        k[grid, 32 * p["WR"] * p["WK"]](a32, a_scale, w32, w_scales, out, partials, tickets)
+        return
     k = FORMS[form](p["NT"], p["MTILES"], p["WR"], p["WK"], p.get("MINB", 0))
-    grid = (-(-n // (16 * p["MTILES"] * p["WR"])), -(-m // (8 * p["NT"])))
     k[grid, 32 * p["WR"] * p["WK"]](a32, a_scale, w32, w_scales, out)
 
 
