@@ -34,6 +34,19 @@ def test_rows_carry_time_roofline_and_ratio_to_the_library_peer():
     assert len(rows) == 3  # the progress bar and the header are no kernels
 
 
+def test_a_table_of_several_shapes_pairs_each_row_with_the_library_at_its_shape():
+    text = """\
+kernel                   time     throughput  of roofline  speed vs ours, M = 1
+ours, M = 1           13.0 us      2.75 TB/s     64% copy  1.00x
+cuBLASLt int8, M = 1  22.5 us      2.98 TB/s     70% copy  0.58x
+ours, M = 64          53.8 us    662.77 GB/s     16% copy  0.24x
+cuBLASLt int8, M = 64 32.9 us      2.04 TB/s     48% copy  0.39x
+"""
+    rows = {r.kernel: r for r in benchmarks_page.kernels(_notebook(text))}
+    assert rows["ours, M = 1"].peer_ratio == "1.73x cuBLASLt int8, M = 1"
+    assert rows["ours, M = 64"].peer_ratio == "0.61x cuBLASLt int8, M = 64"
+
+
 def test_the_page_follows_the_stored_outputs(tmp_path):
     (tmp_path / "solutions" / "00-x").mkdir(parents=True)
     nbformat.write(_notebook(), tmp_path / "solutions" / "00-x" / "demo.ipynb")

@@ -98,6 +98,19 @@ def _tables(nb) -> list[list[Row]]:
     return tables
 
 
+def _case(name: str) -> str:
+    """The case a row's name ends with, after its last comma (``"W4A8, M = 16"``: ``"M = 16"``)."""
+    return name.rpartition(",")[2].strip() if "," in name else ""
+
+
+def _peer_of(row: Row, peers: list[Row]) -> Row:
+    """The library row of the same case (a table that times several shapes names each row's shape
+    after a comma: ours and the library's at M = 16 are compared), else the last library row
+    (tables list the library last: kl.compare's baseline)."""
+    same = [p for p in peers if _case(row.kernel) and _case(p.kernel) == _case(row.kernel)]
+    return (same or peers)[-1]
+
+
 def kernels(nb) -> list[Row]:
     """The timed kernels of one notebook, each with its ratio to its library peer where it has one."""
     rows: dict[str, Row] = {}
@@ -107,7 +120,7 @@ def kernels(nb) -> list[Row]:
             if r.library:
                 r.peer_ratio = "(library)"
             elif not r.peer_ratio and peers:
-                peer = peers[-1]  # tables list the library last (kl.compare's baseline)
+                peer = _peer_of(r, peers)
                 r.peer_ratio = f"{peer.seconds / r.seconds:.2f}x {peer.kernel}"
             rows.pop(r.kernel, None)
             rows[r.kernel] = r
