@@ -386,6 +386,13 @@ def test_w4a8_mistakes_named():
                                      ("s = w_scales[n, w // GROUP_WORDS]\n", "s = w_scales[n, 0]\n")])
     with pytest.raises(CheckFailed, match="first group's scale"):
         checks.check_w4a8_gemm(launch(one_group), seed=29)
+    # 05.6's second part: the 16-byte loop (left as the stub's `pass`), and the row scale forgotten
+    no_vector_path = mutant(K.w4a8_gemm, "for w in range(4 * lane, words, 128):", "for w in range(words, words, 128):")
+    with pytest.raises(CheckFailed, match="16-byte path"):
+        checks.check_w4a8_gemm(launch(no_vector_path), seed=30)
+    no_row_scale = mutant(K.w4a8_gemm, "out[m, n] = v * a_scale[m]", "out[m, n] = v")
+    with pytest.raises(CheckFailed, match="activation row's scale is missing"):
+        checks.check_w4a8_gemm(launch(no_row_scale), seed=31)
 
 
 # --- the fast forms (05.1 exercises 4-5, 05.2 exercises 3-4) ----------------------------------

@@ -735,6 +735,12 @@ MUTANTS = [
       "activation bytes paired with the wrong nibbles"),
     M("W4A8 GEMM", "cell-10", "x4, x5, x6, x7 = load4(a32, (m, 2 * w + 4))", "x4, x5, x6, x7 = load4(a32, (m, 2 * w))",
       "second activation vector read from the first's address"),
+    M("W4A8 GEMM", "cell-10", "for w in range(4 * lane, words, 128):  # 4 words", "for w in range(4 * lane, words, 32):  # 4 words",
+      "16-byte loop stepping a word per lane"),
+    M("W4A8 GEMM", "cell-10", "x0, x1, x2, x3 = load4(a32, (m, 2 * w))\n                        x4, x5, x6, x7 = load4(a32, (m, 2 * w + 4))",
+      "x0, x1, x2, x3 = load4(a32, (m, w))\n                        x4, x5, x6, x7 = load4(a32, (m, w + 4))",
+      "activation words at the weight word's index"),
+    M("W4A8 GEMM", "cell-10", "acc[i] += float32(d) * s\n", "acc[i] += float32(d)\n", "16-byte loop without the group scale"),
     # ---- 07.1: the Ozaki scheme in NumPy, slicing by rows and the reconstruction
     M("Ozaki split_rows", "48318c96", "big = np.rint(np.ldexp(", "big = np.trunc(np.ldexp(",
       "truncated instead of rounded"),

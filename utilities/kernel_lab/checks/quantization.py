@@ -977,6 +977,16 @@ def check_w4a8_gemm(launch, *, name: str = "w4a8 gemm", shapes=None, seed=None) 
                         got, ref.w4a8_reference(a, sa, wq, np.repeat(scales[:, :1], scales.shape[1], 1))[0], **tol):
                     h.append("every group used the first group's scale: word w of a row lies in group w // 16 "
                              "(16 words of 8 values per group of 128).")
+                elif np.allclose(got, (unscaled := ref.w4a8_reference(a, sa, wq, np.ones_like(scales)))[0],
+                                 rtol=1e-4, atol=1e-4 * float(unscaled[1].max())):
+                    h.append("the group scales were left out: multiply each group's integer sum by "
+                             "w_scales[n, group] (group = word // 16).")
+                elif np.allclose(got, want / sa[:, None], **dict(tol, atol=tol["atol"] / float(sa.min()))):
+                    h.append("the activation row's scale is missing: multiply row m's sum by a_scale[m].")
+                elif (kp // 8) % 4 == 0 and not np.any(got) and np.any(want):
+                    h.append(f"every output is 0 on this shape, whose rows are {kp // 8} words (a multiple of 4): "
+                             "rows of whole 16-byte vectors take the 16-byte path (four words a lane, "
+                             "load4), which added nothing.")
             return h
         _float_result(name, f"shape {label}", got, want, mag, seed, hints)
     progress.passed(name)
