@@ -128,8 +128,13 @@ Next (H200, 2026-11-27; copy roofline 4,280 GB/s, a CuPy copy of the bytes 71-75
   counter, so the compiler kept the accumulators in local memory (the stack) for the whole kernel;
   ``scripts/module05_offline_compile.py`` now reports local memory in the PTX. Fixed (the sum
   reads every split from memory, the split count is a compile-time constant; no local memory in
-  the PTX of any configuration in SPLIT_CONFIGS and RESIDENT_CONFIGS); not yet timed again. Note
+  the PTX of any configuration in SPLIT_CONFIGS and RESIDENT_CONFIGS); not yet timed again. Notes
   for that run: at N = K = 8192, M = 64 the choice (tc ti m2 wr4 wk2) has 64 blocks for 132 SMs.
+  Registers a thread at M = 64 (NT = 8), sm_90, from the cubin (cuobjdump --dump-resource-usage;
+  none spill): tc ti m2 wr4 wk2 238 (one block of 8 warps an SM), with SPLIT = 2 254; res m2 wr4
+  wk2 and m2 wr8 wk1 234; res m1 wr8 wk1 128, so two blocks of 8 warps an SM where shared memory
+  allows (c8: 74 KiB a block), twice the warps of the choice; at M = 32 (NT = 4) tc ti m2 wr4 wk2
+  156, res m2 wr4 wk2 160.
 cuBLASLt int8 in the same runs (int8 weights: twice the bytes), 14336 x 4096: 23.9, 19.8, 22.3 us
 at M = 16, 32, 64, the tensor-core W4A8 16.6, 24.6, 33.5 us; N = K = 8192: 23.8, 24.5, 32.9 us at
 M = 1, 16, 64, the W4A8 20.7, 20.8, 52.3 us.
