@@ -70,6 +70,7 @@ def _compile_all(cc=(9, 0)):
                                                                w4a8_args + (f32v, i32v))
     kernels["w4a8_mma resident, K over 4 blocks, M=64"] = (w4a8_mma.kernel_resident(8, 2, 4, 2, 8, 0, 4),
                                                            w4a8_args + (f32v, i32v))
+    kernels["w4a8_mma staged, 3 stages, M=64"] = (w4a8_mma.kernel_staged(8, 2, 4, 2, 3), w4a8_args)
     failed = 0
     for name, (kern, sig) in kernels.items():
         try:

@@ -64,7 +64,10 @@ PARAMS = [dict(NT=1, MTILES=1, WR=1, WK=1), dict(NT=1, MTILES=2, WR=2, WK=2), di
           # blocks, the last with one chunk; a K-warp with no chunk)
           dict(NT=1, MTILES=1, WR=1, WK=1, CPB=2, form="resident"),
           dict(NT=2, MTILES=2, WR=1, WK=2, CPB=1, form="resident"),
-          dict(NT=1, MTILES=1, WR=2, WK=2, CPB=3, form="resident")]
+          dict(NT=1, MTILES=1, WR=2, WK=2, CPB=3, form="resident"),
+          # weights by cp.async, 3 and 2 stages (K = 128 with 3 K-warps: two warps with no chunk)
+          dict(NT=2, MTILES=2, WR=1, WK=2, ST=3, form="staged"),
+          dict(NT=1, MTILES=1, WR=2, WK=3, ST=2, form="staged")]
 # (M, N, K): several activation tiles over gridDim.y, N leaving a warp's weight tile part empty,
 # K of one group and of five (more groups than K-warps, and not a multiple of them)
 SHAPES = [("9 x 19 x 256", (9, 19, 256)), ("3 x 40 x 640", (3, 40, 640)), ("17 x 5 x 128", (17, 5, 128))]
@@ -119,6 +122,8 @@ def test_the_split_over_blocks_adds_in_a_fixed_order_and_leaves_its_tickets_at_z
     assert wm.resident_smem_bytes(8, 2, 4, 2, 8) == 4 * 8 * 64 * wm.PAD_WORDS
     with pytest.raises(KernelLabArgumentError, match="tokens-inner"):
         wm.launch_w4a8_mma(y, *args, NT=1, MTILES=1, WR=1, WK=1, SPLIT=2)
+    with pytest.raises(KernelLabArgumentError, match="ST"):
+        wm.launch_w4a8_mma(y, *args, NT=1, MTILES=1, WR=1, WK=1, ST=1, form="staged")
 
 
 @pytest.mark.parametrize("mutant", ["even and odd bytes swapped", "K-warps' sums dropped"])

@@ -135,6 +135,11 @@ Next (H200, 2026-11-27; copy roofline 4,280 GB/s, a CuPy copy of the bytes 71-75
   wk2 and m2 wr8 wk1 234; res m1 wr8 wk1 128, so two blocks of 8 warps an SM where shared memory
   allows (c8: 74 KiB a block), twice the warps of the choice; at M = 32 (NT = 4) tc ti m2 wr4 wk2
   156, res m2 wr4 wk2 160.
+- "tc st{ST}" (``kernel_staged``: the tokens-inner loop with each lane's weights and scales brought
+  into shared memory by cp.async, ST stages deep, read back by the lane that copied them): written
+  after that run from the SASS of tc ti m2 wr4 wk2 (443 instructions and 64 IMMA a chunk: issuing
+  all of them takes about 6 us of the 33 us measured at M = 64, so the warps wait, one DRAM round
+  trip a chunk). st3 m2 wr4 wk2: 204 registers, 600 instructions a chunk; not yet timed.
 cuBLASLt int8 in the same runs (int8 weights: twice the bytes), 14336 x 4096: 23.9, 19.8, 22.3 us
 at M = 16, 32, 64, the tensor-core W4A8 16.6, 24.6, 33.5 us; N = K = 8192: 23.8, 24.5, 32.9 us at
 M = 1, 16, 64, the W4A8 20.7, 20.8, 52.3 us.
@@ -278,7 +283,11 @@ def variants():
              f"{16 * mt} rows/warp, {wr}x{wk} warps", mma_launcher(mt, wr, wk, cap, form), None)
             for mt, wr, wk, cap, form in TC_CONFIGS] + [
             (f"tc tis{sp} m{mt} wr{wr} wk{wk}: K over {sp} blocks, {16 * mt * wr} rows a block",
-             mma_launcher(mt, wr, wk, 8, "tokens-inner", sp), None) for mt, wr, wk, sp in SPLIT_CONFIGS]
+             mma_launcher(mt, wr, wk, 8, "tokens-inner", sp), None) for mt, wr, wk, sp in SPLIT_CONFIGS] + [
+            (f"tc res m{mt} wr{wr} wk{wk} c{cpb}: {16 * mt * wr} rows, {cpb} chunks a block",
+             resident_launcher(mt, wr, wk, cpb), None) for mt, wr, wk, cpb in RESIDENT_CONFIGS] + [
+            (f"tc st{st} m{mt} wr{wr} wk{wk}: weights by cp.async, {st} stages", staged_launcher(mt, wr, wk, st), None)
+            for mt, wr, wk, st in STAGED_CONFIGS]
 
 
 # (MTILES, WR, WK, most token tiles a block: M above 8 x that takes more blocks over gridDim.y, form:
@@ -295,6 +304,18 @@ SPLIT_CONFIGS = [(2, 4, 2, 2), (2, 4, 2, 3), (2, 4, 2, 4), (2, 2, 4, 2), (1, 2, 
 
 # the resident form (w4a8_mma.kernel_resident): (MTILES, WR, WK, chunks of 128 K a block)
 RESIDENT_CONFIGS = [(2, 4, 2, 8), (2, 8, 1, 8), (2, 4, 2, 16), (1, 8, 1, 8), (1, 8, 1, 16), (2, 4, 1, 8)]
+
+
+# the staged form (w4a8_mma.kernel_staged): (MTILES, WR, WK, stages of weights by cp.async)
+STAGED_CONFIGS = [(2, 4, 2, 3), (2, 4, 2, 2), (2, 4, 2, 4), (2, 2, 4, 3), (1, 2, 4, 3), (2, 4, 1, 3)]
+
+
+def staged_launcher(mtiles, wr, wk, st):
+    def launch(out, a32, a_scale, w32, w_scales):
+        nt = min(8, -(-out.shape[0] // 8))
+        return wm.launch_w4a8_mma(out, a32, a_scale, w32, w_scales, form="staged", NT=nt, MTILES=mtiles, WR=wr,
+                                  WK=wk, ST=st)
+    return launch
 
 
 def resident_launcher(mtiles, wr, wk, cpb):

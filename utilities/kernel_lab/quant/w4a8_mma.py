@@ -42,12 +42,14 @@ took 80 us, 32 rows 44 us). Blocks of 128 weight rows (4 x 2 warps) with the tok
 A kernel that stages both operands in shared memory (tried: ``cp.async``, three stages) spent its
 issue slots on the copies' address arithmetic and was slower at every M.
 
-Two forms aim at M = 32-64 and at layers with fewer blocks than SMs (N = K = 8192 at M = 64: 64
-blocks of 128 rows for 132 SMs); neither is :func:`choose`'s yet, because neither has been timed
-without a defect (the probe's notes): ``kernel_tokens_inner(..., SPLIT=S)`` splits K over S blocks,
-and :func:`kernel_resident` also copies each block's slice of the activations into shared memory
-once. Both add the splits' partial sums in a fixed order (the last block of each output tile, by
-an atomic ticket), so a result does not vary from run to run.
+Three forms aim at M = 32-64; none is :func:`choose`'s yet, because none has been timed as it
+stands (the probe's notes). ``kernel_tokens_inner(..., SPLIT=S)`` splits K over S blocks, for
+layers with fewer blocks than SMs (N = K = 8192 at M = 64: 64 blocks of 128 rows for 132 SMs);
+:func:`kernel_resident` also copies each block's slice of the activations into shared memory once.
+Both add the splits' partial sums in a fixed order (the last block of each output tile, by an
+atomic ticket), so a result does not vary from run to run. :func:`kernel_staged` keeps the
+tokens-inner loop and brings each lane's weights in by ``cp.async``, stages ahead, because the
+SASS says the tokens-inner form waits on memory more than it issues.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ import functools
 
 from ..bitcast import bits_float, float_bits
 from ..environment import on_simulator
-from ..mma_ptx import mma_s8
+from ..mma_ptx import (cp_async4_at, cp_async16_at, cp_async_commit, cp_async_wait_group, global_address, mma_s8,
+                       shared_address)
 from ..validate import KernelLabArgumentError
 from ..vector_loads import load4, store4
 from .dp4a import EVEN_BYTES, ODD_BYTES, byte_perm
@@ -346,6 +349,123 @@ def kernel_tokens_inner(NT: int, MTILES: int = 1, WR: int = 2, WK: int = 4, MINB
     return w4a8_mma_tokens_inner
 
 
+def staged_smem_bytes(NT: int, MTILES: int, WR: int, WK: int, ST: int) -> int:
+    """:func:`kernel_staged`'s dynamic shared memory: every warp's weight stages, or the K-warps' sums."""
+    stage = MTILES * 2 * 32 * 5  # a warp's stage, in words: 4 packed words and a scale per lane and piece
+    red = (WK - 1) * WR * MTILES * NT * 4 * 32 if WK > 1 else 0
+    return 4 * max(WR * WK * ST * stage, red)
+
+
+@functools.cache
+def kernel_staged(NT: int, MTILES: int = 2, WR: int = 4, WK: int = 2, ST: int = 3, MINB: int = 0):
+    """:func:`kernel_tokens_inner` with the weights (and their scales) brought in by ``cp.async``,
+    ``ST`` stages deep: each lane copies its own 16-byte pieces of chunk ``i + ST - 1`` into shared
+    memory while it computes chunk ``i``, so ``ST - 1`` chunks of weights are in flight a thread
+    without holding registers for them. Each lane reads back only what it copied itself, so
+    ``cp.async.wait_group`` of its own copies is all the synchronisation the loop needs.
+
+    Why: at M = 64 (NT = 8) the tokens-inner form holds 238 registers, one block of 8 warps an SM,
+    and its loop is about 443 instructions for 64 ``mma`` a chunk (sm_90 SASS): issuing them takes a
+    fifth of the time measured; the rest is each warp waiting for its chunk's weights, one memory
+    round trip after another (16 chunks a warp at K = 4096). Holding the next chunk in registers
+    instead (measured, refuted) needs registers the kernel does not have."""
+    weight_rows, _, unpack, _, _, add_partials, store = _parts(MTILES, NT)
+    begin, _, _ = _frame(MTILES, NT, WR, WK)
+    NACC = MTILES * NT * 4
+    PIECES = MTILES * 2  # a lane's 16-byte pieces a chunk: rows g and g + 8 of each weight tile
+    STAGE = PIECES * 32 * 5  # words: the pieces (4 words a lane), then the scales (1 word a lane)
+    PENDING = ST - 2
+
+    @cuda.jit(device=True, inline="always")
+    def issue(w32, w_scales, wrow, c, t, lane, dst):
+        """Chunk ``c``'s pieces and scales of this lane, to the stage at shared address ``dst``."""
+        col = uint64(CHUNK_WORDS) * c + uint64(4) * uint64(t)
+        for mt in range(MTILES):
+            for h in range(2):
+                p = mt * 2 + h
+                cp_async16_at(dst + 16 * (p * 32 + lane), global_address(w32, (wrow[mt, h], col)), 16)
+                cp_async4_at(dst + 4 * (PIECES * 128 + p * 32 + lane), global_address(w_scales, (wrow[mt, h], c)), 4)
+
+    @cuda.jit(launch_bounds=(32 * WR * WK, MINB) if MINB else None)
+    def w4a8_mma_staged(a32, a_scale, w32, w_scales, out):
+        ws = cuda.shared.array(0, int32)
+        acc = cuda.local.array(NACC, float32)
+        for i in range(NACC):
+            acc[i] = float32(0.0)
+        d = cuda.local.array(NACC, int32)
+        pw = cuda.local.array((MTILES, 2, 4), int32)
+        sc = cuda.local.array((MTILES, 2), float32)
+        lo = cuda.local.array((MTILES, 2, 4), int32)
+        hi = cuda.local.array((MTILES, 2, 4), int32)
+        x = cuda.local.array((NT, 8), int32)
+        be = cuda.local.array((NT, 4), int32)
+        bo = cuda.local.array((NT, 4), int32)
+        wrow = cuda.local.array((MTILES, 2), uint64)
+        wmul = cuda.local.array((MTILES, 2), float32)
+        arow = cuda.local.array(NT, uint64)
+        wr, wk, lane, g, t, row0, tok0, chunks = begin(w32, out, wrow, wmul, arow)
+        acol = uint64(8) * uint64(t)
+        warp = cuda.threadIdx.x >> 5
+        first = warp * (ST * STAGE)  # this warp's stages, in words
+        base = shared_address(ws, 0)
+        trips = (chunks - wk + WK - 1) // WK if wk < chunks else 0
+        for s in range(ST - 1):  # the first ST - 1 chunks on their way
+            if s < trips:
+                issue(w32, w_scales, wrow, uint64(wk + s * WK), t, lane, base + 4 * (first + s * STAGE))
+            cp_async_commit()
+        i = 0
+        st = 0  # the stage of chunk i
+        while i < trips:
+            cp_async_wait_group(PENDING)  # chunk i's copies (this lane's) have landed
+            at = first + st * STAGE
+            for mt in range(MTILES):
+                for h in range(2):
+                    p = mt * 2 + h
+                    pw[mt, h, 0], pw[mt, h, 1], pw[mt, h, 2], pw[mt, h, 3] = load4(ws, at + 4 * (p * 32 + lane))
+                    sc[mt, h] = bits_float(ws[at + PIECES * 128 + p * 32 + lane]) * wmul[mt, h]
+            refill = st - 1 if st > 0 else ST - 1  # the stage chunk i - 1 used: read, free again
+            if i + ST - 1 < trips:
+                issue(w32, w_scales, wrow, uint64(wk + (i + ST - 1) * WK), t, lane,
+                      base + 4 * (first + refill * STAGE))
+            cp_async_commit()  # a group every trip, empty or not: the wait's count stays right
+            c = uint64(wk + i * WK)
+            for nt in range(NT):
+                x[nt, 0], x[nt, 1], x[nt, 2], x[nt, 3] = load4(a32, (arow[nt], uint64(32) * c + acol))
+                x[nt, 4], x[nt, 5], x[nt, 6], x[nt, 7] = load4(a32, (arow[nt], uint64(32) * c + acol + uint64(4)))
+            unpack(pw, lo, hi)
+            for nt in range(NT):
+                for j in range(4):
+                    be[nt, j] = byte_perm(x[nt, 2 * j], x[nt, 2 * j + 1], EVEN_BYTES)
+                    bo[nt, j] = byte_perm(x[nt, 2 * j], x[nt, 2 * j + 1], ODD_BYTES)
+            for q in range(NACC):
+                d[q] = int32(0)
+            for j in range(4):
+                for mt in range(MTILES):
+                    for nt in range(NT):
+                        b = (mt * NT + nt) * 4
+                        d[b], d[b + 1], d[b + 2], d[b + 3] = mma_s8(lo[mt, 0, j], lo[mt, 1, j], hi[mt, 0, j],
+                                                                    hi[mt, 1, j], be[nt, j], bo[nt, j],
+                                                                    d[b], d[b + 1], d[b + 2], d[b + 3])
+            for mt in range(MTILES):
+                for nt in range(NT):
+                    b = (mt * NT + nt) * 4
+                    acc[b] += float32(d[b]) * sc[mt, 0]
+                    acc[b + 1] += float32(d[b + 1]) * sc[mt, 0]
+                    acc[b + 2] += float32(d[b + 2]) * sc[mt, 1]
+                    acc[b + 3] += float32(d[b + 3]) * sc[mt, 1]
+            i += 1
+            st = st + 1 if st < ST - 1 else 0
+        cp_async_wait_group(0)
+        owner = True
+        if WK > 1:
+            cuda.syncthreads()  # every warp is done with its stages: ws holds the K-warps' sums now
+            owner = add_partials(acc, ws, wr, wk, lane, WR, WK)
+        if owner:
+            store(acc, a_scale, out, row0 - g, tok0, g, t)
+
+    return w4a8_mma_staged
+
+
 _SCRATCH: dict = {}
 
 
@@ -527,7 +647,25 @@ def _launch_resident(p, out, a32, a_scale, w32, w_scales):
     k[grid, 32 * p["WR"] * p["WK"], 0, smem](*args)
 
 
-FORMS = {"direct": kernel, "tokens-inner": kernel_tokens_inner, "resident": kernel_resident}  # launch: by name
+def _launch_staged(p, out, a32, a_scale, w32, w_scales):
+    m, n = out.shape
+    st = p.get("ST", 3)
+    if st < 2:
+        raise KernelLabArgumentError(f"ST (stages of weights in flight) must be 2 or more, got {st}")
+    k = kernel_staged(p["NT"], p["MTILES"], p["WR"], p["WK"], st, p.get("MINB", 0))
+    smem = staged_smem_bytes(p["NT"], p["MTILES"], p["WR"], p["WK"], st)
+    args = (a32, a_scale, w32, w_scales, out)
+    if smem > 48 * 1024 and not on_simulator() and (k, smem) not in _OPTED_IN:
+        from ..tensor_cores.gemm import set_max_dynamic_shared_memory
+
+        set_max_dynamic_shared_memory(k, args, smem)
+        _OPTED_IN.add((k, smem))
+    grid = (-(-n // (16 * p["MTILES"] * p["WR"])), -(-m // (8 * p["NT"])))
+    k[grid, 32 * p["WR"] * p["WK"], 0, smem](*args)
+
+
+FORMS = {"direct": kernel, "tokens-inner": kernel_tokens_inner, "resident": kernel_resident,
+         "staged": kernel_staged}  # launch_w4a8_mma calls each with its own arguments
 
 
 def choose(m: int, n: int) -> dict:
@@ -550,8 +688,8 @@ def launch_w4a8_mma(out, a32, a_scale, w32, w_scales, **params):
 
     ``params`` override :func:`choose`'s ``NT``, ``MTILES``, ``WR``, ``WK``, ``MINB`` (launch
     bounds), ``SPLIT`` (K over that many blocks; the tokens-inner form only), ``CPB`` (chunks a
-    block; the resident form only) and ``form`` (a key of ``FORMS``: "direct", :func:`kernel`,
-    "tokens-inner" or "resident"). Rows whose packed length is not a whole number of 128-value
+    block; the resident form only), ``ST`` (stages; the staged form only) and ``form`` (a key of
+    ``FORMS``: "direct", :func:`kernel`, "tokens-inner", "resident" or "staged"). Rows whose packed length is not a whole number of 128-value
     groups (16 words), and GPUs older than compute capability 8.0, take the DP4A kernel
     (``kernels.launch_w4a8_gemm_words``)."""
     from .kernels import launch_w4a8_gemm_words
@@ -571,6 +709,8 @@ def launch_w4a8_mma(out, a32, a_scale, w32, w_scales, **params):
         raise KernelLabArgumentError(f"form must be one of {sorted(FORMS)}, got {form!r}")
     if form == "resident":
         return _launch_resident(p, out, a32, a_scale, w32, w_scales)
+    if form == "staged":
+        return _launch_staged(p, out, a32, a_scale, w32, w_scales)
     split = p.get("SPLIT", 1)
     if split > 1 and form != "tokens-inner":
         raise KernelLabArgumentError(f"SPLIT (K over blocks) is a parameter of the tokens-inner form, not {form!r}")
