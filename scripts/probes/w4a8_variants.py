@@ -139,7 +139,7 @@ Next (H200, 2026-11-27; copy roofline 4,280 GB/s, a CuPy copy of the bytes 71-75
   into shared memory by cp.async, ST stages deep, read back by the lane that copied them): written
   after that run from the SASS of tc ti m2 wr4 wk2 (443 instructions and 64 IMMA a chunk: issuing
   all of them takes about 6 us of the 33 us measured at M = 64, so the warps wait, one DRAM round
-  trip a chunk). st3 m2 wr4 wk2: 204 registers, 600 instructions a chunk; not yet timed.
+  trip a chunk). st3 m2 wr4 wk2: 203 registers, 582 instructions a chunk; not yet timed.
 cuBLASLt int8 in the same runs (int8 weights: twice the bytes), 14336 x 4096: 23.9, 19.8, 22.3 us
 at M = 16, 32, 64, the tensor-core W4A8 16.6, 24.6, 33.5 us; N = K = 8192: 23.8, 24.5, 32.9 us at
 M = 1, 16, 64, the W4A8 20.7, 20.8, 52.3 us.

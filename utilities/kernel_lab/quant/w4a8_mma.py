@@ -422,7 +422,8 @@ def kernel_staged(NT: int, MTILES: int = 2, WR: int = 4, WK: int = 2, ST: int = 
                 for h in range(2):
                     p = mt * 2 + h
                     pw[mt, h, 0], pw[mt, h, 1], pw[mt, h, 2], pw[mt, h, 3] = load4(ws, at + 4 * (p * 32 + lane))
-                    sc[mt, h] = bits_float(ws[at + PIECES * 128 + p * 32 + lane]) * wmul[mt, h]
+                    # an unsigned index: no wrap-around code for negative ones (a dynamic array's length is unknown)
+                    sc[mt, h] = bits_float(ws[uint64(at + PIECES * 128 + p * 32 + lane)]) * wmul[mt, h]
             refill = st - 1 if st > 0 else ST - 1  # the stage chunk i - 1 used: read, free again
             if i + ST - 1 < trips:
                 issue(w32, w_scales, wrow, uint64(wk + (i + ST - 1) * WK), t, lane,
