@@ -132,8 +132,9 @@ Next (H200, 2026-11-27; copy roofline 4,280 GB/s, a CuPy copy of the bytes 71-75
   for that run: at N = K = 8192, M = 64 the choice (tc ti m2 wr4 wk2) has 64 blocks for 132 SMs.
   Registers a thread at M = 64 (NT = 8), sm_90, from the cubin (cuobjdump --dump-resource-usage;
   none spill): tc ti m2 wr4 wk2 238 (one block of 8 warps an SM), with SPLIT = 2 254; res m2 wr4
-  wk2 and m2 wr8 wk1 234; res m1 wr8 wk1 128, so two blocks of 8 warps an SM where shared memory
-  allows (c8: 74 KiB a block), twice the warps of the choice; at M = 32 (NT = 4) tc ti m2 wr4 wk2
+  wk2 and m2 wr8 wk1 234 (254 once the split's sum became _frame's finish_split, still one
+  block an SM); res m1 wr8 wk1 128 (with MINB = 2, as the probe runs it), so two blocks of 8 warps
+  an SM where shared memory allows (c8: 74 KiB a block), twice the warps of the choice; at M = 32 (NT = 4) tc ti m2 wr4 wk2
   156, res m2 wr4 wk2 160.
 - "tc st{ST}" (``kernel_staged``: the tokens-inner loop with each lane's weights and scales brought
   into shared memory by cp.async, ST stages deep, read back by the lane that copied them): written
@@ -283,11 +284,12 @@ def variants():
              f"{16 * mt} rows/warp, {wr}x{wk} warps", mma_launcher(mt, wr, wk, cap, form), None)
             for mt, wr, wk, cap, form in TC_CONFIGS] + [
             (f"tc tis{sp} m{mt} wr{wr} wk{wk}: K over {sp} blocks, {16 * mt * wr} rows a block",
-             mma_launcher(mt, wr, wk, 8, "tokens-inner", sp), None) for mt, wr, wk, sp in SPLIT_CONFIGS] + [
+             mma_launcher(mt, wr, wk, 8, "tokens-inner", SPLIT=sp), None) for mt, wr, wk, sp in SPLIT_CONFIGS] + [
             (f"tc res m{mt} wr{wr} wk{wk} c{cpb}: {16 * mt * wr} rows, {cpb} chunks a block",
-             resident_launcher(mt, wr, wk, cpb), None) for mt, wr, wk, cpb in RESIDENT_CONFIGS] + [
-            (f"tc st{st} m{mt} wr{wr} wk{wk}: weights by cp.async, {st} stages", staged_launcher(mt, wr, wk, st), None)
-            for mt, wr, wk, st in STAGED_CONFIGS]
+             mma_launcher(mt, wr, wk, 8, "resident", CPB=cpb, MINB=2 if mt == 1 else 0), None)
+            for mt, wr, wk, cpb in RESIDENT_CONFIGS] + [
+            (f"tc st{st} m{mt} wr{wr} wk{wk}: weights by cp.async, {st} stages",
+             mma_launcher(mt, wr, wk, 8, "staged", ST=st), None) for mt, wr, wk, st in STAGED_CONFIGS]
 
 
 # (MTILES, WR, WK, most token tiles a block: M above 8 x that takes more blocks over gridDim.y, form:
@@ -302,7 +304,8 @@ TC_CONFIGS = [(1, 1, 8, 8, "direct"), (1, 2, 4, 8, "direct"), (2, 2, 4, 8, "dire
 SPLIT_CONFIGS = [(2, 4, 2, 2), (2, 4, 2, 3), (2, 4, 2, 4), (2, 2, 4, 2), (1, 2, 4, 2), (2, 4, 1, 2)]
 
 
-# the resident form (w4a8_mma.kernel_resident): (MTILES, WR, WK, chunks of 128 K a block)
+# the resident form (w4a8_mma.kernel_resident): (MTILES, WR, WK, chunks of 128 K a block); one weight
+# tile a warp runs with launch bounds for two blocks an SM (MINB = 2: 128 registers, 130 without)
 RESIDENT_CONFIGS = [(2, 4, 2, 8), (2, 8, 1, 8), (2, 4, 2, 16), (1, 8, 1, 8), (1, 8, 1, 16), (2, 4, 1, 8)]
 
 
@@ -310,26 +313,10 @@ RESIDENT_CONFIGS = [(2, 4, 2, 8), (2, 8, 1, 8), (2, 4, 2, 16), (1, 8, 1, 8), (1,
 STAGED_CONFIGS = [(2, 4, 2, 3), (2, 4, 2, 2), (2, 4, 2, 4), (2, 2, 4, 3), (1, 2, 4, 3), (2, 4, 1, 3)]
 
 
-def staged_launcher(mtiles, wr, wk, st):
-    def launch(out, a32, a_scale, w32, w_scales):
-        nt = min(8, -(-out.shape[0] // 8))
-        return wm.launch_w4a8_mma(out, a32, a_scale, w32, w_scales, form="staged", NT=nt, MTILES=mtiles, WR=wr,
-                                  WK=wk, ST=st)
-    return launch
-
-
-def resident_launcher(mtiles, wr, wk, cpb):
-    def launch(out, a32, a_scale, w32, w_scales):
-        nt = min(8, -(-out.shape[0] // 8))
-        return wm.launch_w4a8_mma(out, a32, a_scale, w32, w_scales, form="resident", NT=nt, MTILES=mtiles, WR=wr,
-                                  WK=wk, CPB=cpb)
-    return launch
-
-
-def mma_launcher(mtiles, wr, wk, cap=8, form="direct", split=1):
+def mma_launcher(mtiles, wr, wk, cap=8, form="direct", **extra):
+    """A launcher of ``form`` with these tiles; ``extra``: the form's own parameters (SPLIT, CPB, ST)."""
     def launch(out, a32, a_scale, w32, w_scales):
         nt = min(cap, -(-out.shape[0] // 8))
-        extra = dict(SPLIT=split) if split > 1 else {}
         return wm.launch_w4a8_mma(out, a32, a_scale, w32, w_scales, form=form, NT=nt, MTILES=mtiles, WR=wr, WK=wk,
                                   **extra)
     return launch

@@ -194,15 +194,15 @@ def _frame(MTILES: int, NT: int, WR: int, WK: int, SPLIT: int = 1):
         store(acc, a_scale, out, row0 - g, tok0, g, t)
 
     @cuda.jit(device=True, inline="always")
-    def finish_split(acc, a_scale, out, wr, wk, lane, g, t, row0, tok0, partials, tickets):
-        """``finish`` for K split over ``gridDim.z`` blocks: each block's owner warps (k = 0) leave
-        their sums in ``partials`` (lane-major: [split][tile][weight warp][sum][lane], coalesced),
-        then take a ticket for their output tile; the block with the last ticket adds the splits'
-        sums in the order 0, 1, ... (the same bits whichever block finishes last), stores, and puts
-        the ticket back to 0 for the next launch."""
+    def finish_split(acc, a_scale, out, wr, wk, lane, g, t, row0, tok0, partials, tickets, red):
+        """``finish`` for K split over ``gridDim.z`` blocks (``SPLIT`` of them): the K-warps' sums
+        added through ``red`` (shared, ``RED`` words or more, free), then each block's owner warps
+        (k = 0) leave their sums in ``partials`` (lane-major: [split][tile][weight warp][sum][lane],
+        coalesced) and take a ticket for their output tile; the block with the last ticket adds the
+        splits' sums in the order 0, 1, ... (the same bits whichever block finishes last), stores,
+        and puts the ticket back to 0 for the next launch."""
         owner = True
         if WK > 1:
-            red = cuda.shared.array(RED, int32)
             owner = add_partials(acc, red, wr, wk, lane, WR, WK)
         ticket = cuda.shared.array(1, int32)
         splits, z = cuda.gridDim.z, cuda.blockIdx.z
@@ -232,7 +232,54 @@ def _frame(MTILES: int, NT: int, WR: int, WK: int, SPLIT: int = 1):
             if r < rows and m < toks:
                 out[m, r] = v * a_scale[m]
 
-    return begin, finish, finish_split
+    return begin, finish, finish_split, RED
+
+
+@functools.cache
+def _chunk_steps(MTILES: int, NT: int):
+    """A chunk's steps in the tokens-inner order, shared by :func:`kernel_tokens_inner`,
+    :func:`kernel_resident` and :func:`kernel_staged`: ``load_tokens`` (every token tile's 32 bytes
+    of this lane's K into ``x``, all loads issued before any use), ``split_pairs`` (``x`` in place:
+    words 2j, 2j + 1 become octet j's even bytes and odd bytes, the B fragment of mma step j) and
+    ``chunk_sums`` (the four ``mma`` steps outermost over all ``MTILES x NT`` chains, so that the
+    independent chains hide the instruction's latency, then each chain's exact int32 sum scaled by
+    its group's scale / 16 into the float32 accumulators)."""
+    NACC = MTILES * NT * 4
+
+    @cuda.jit(device=True, inline="always")
+    def load_tokens(a32, arow, c, acol, x):
+        for nt in range(NT):
+            x[nt, 0], x[nt, 1], x[nt, 2], x[nt, 3] = load4(a32, (arow[nt], uint64(32) * c + acol))
+            x[nt, 4], x[nt, 5], x[nt, 6], x[nt, 7] = load4(a32, (arow[nt], uint64(32) * c + acol + uint64(4)))
+
+    @cuda.jit(device=True, inline="always")
+    def split_pairs(x):
+        for nt in range(NT):
+            for j in range(4):
+                even = byte_perm(x[nt, 2 * j], x[nt, 2 * j + 1], EVEN_BYTES)
+                x[nt, 2 * j + 1] = byte_perm(x[nt, 2 * j], x[nt, 2 * j + 1], ODD_BYTES)
+                x[nt, 2 * j] = even
+
+    @cuda.jit(device=True, inline="always")
+    def chunk_sums(lo, hi, x, d, sc, acc):
+        for i in range(NACC):
+            d[i] = int32(0)
+        for j in range(4):  # step j of every chain, then step j + 1: the chains interleave
+            for mt in range(MTILES):
+                for nt in range(NT):
+                    b = (mt * NT + nt) * 4
+                    d[b], d[b + 1], d[b + 2], d[b + 3] = mma_s8(lo[mt, 0, j], lo[mt, 1, j], hi[mt, 0, j],
+                                                                hi[mt, 1, j], x[nt, 2 * j], x[nt, 2 * j + 1],
+                                                                d[b], d[b + 1], d[b + 2], d[b + 3])
+        for mt in range(MTILES):
+            for nt in range(NT):
+                b = (mt * NT + nt) * 4
+                acc[b] += float32(d[b]) * sc[mt, 0]
+                acc[b + 1] += float32(d[b + 1]) * sc[mt, 0]
+                acc[b + 2] += float32(d[b + 2]) * sc[mt, 1]
+                acc[b + 3] += float32(d[b + 3]) * sc[mt, 1]
+
+    return load_tokens, split_pairs, chunk_sums
 
 
 @functools.cache
@@ -241,7 +288,7 @@ def kernel(NT: int, MTILES: int = 2, WR: int = 2, WK: int = 4, MINB: int = 0):
     8 activation rows, ``MTILES`` tiles of 16 weight rows a warp, ``WR x WK`` warps a block;
     ``MINB`` > 0 asks the compiler for registers enough for that many blocks an SM (launch bounds)."""
     _, load_weights, unpack, split_bytes, tile_mma, _, _ = _parts(MTILES, NT)
-    begin, finish, _ = _frame(MTILES, NT, WR, WK)
+    begin, finish, _, _ = _frame(MTILES, NT, WR, WK)
     NACC = MTILES * NT * 4
 
     @cuda.jit(launch_bounds=(32 * WR * WK, MINB) if MINB else None)
@@ -290,7 +337,8 @@ def kernel_tokens_inner(NT: int, MTILES: int = 1, WR: int = 2, WK: int = 4, MINB
     (N = 8192 at 128 rows a block: 64). ``partials`` and ``tickets`` are its scratch (see
     :func:`_split_scratch`); with ``SPLIT`` = 1 they are not touched."""
     _, load_weights, unpack, _, _, _, _ = _parts(MTILES, NT)
-    begin, finish, finish_split = _frame(MTILES, NT, WR, WK, SPLIT)
+    load_tokens, split_pairs, chunk_sums = _chunk_steps(MTILES, NT)
+    begin, finish, finish_split, RED = _frame(MTILES, NT, WR, WK, SPLIT)
     NACC = MTILES * NT * 4
 
     @cuda.jit(launch_bounds=(32 * WR * WK, MINB) if MINB else None)
@@ -304,8 +352,6 @@ def kernel_tokens_inner(NT: int, MTILES: int = 1, WR: int = 2, WK: int = 4, MINB
         lo = cuda.local.array((MTILES, 2, 4), int32)
         hi = cuda.local.array((MTILES, 2, 4), int32)
         x = cuda.local.array((NT, 8), int32)  # each token tile's 32 bytes of this lane's K
-        be = cuda.local.array((NT, 4), int32)
-        bo = cuda.local.array((NT, 4), int32)
         wrow = cuda.local.array((MTILES, 2), uint64)
         wmul = cuda.local.array((MTILES, 2), float32)
         arow = cuda.local.array(NT, uint64)
@@ -316,33 +362,14 @@ def kernel_tokens_inner(NT: int, MTILES: int = 1, WR: int = 2, WK: int = 4, MINB
         c_end = uint64(min(chunks, (cuda.blockIdx.z + 1) * share))
         while c < c_end:
             load_weights(w32, w_scales, wrow, wmul, c, t, pw, sc)
-            for nt in range(NT):  # every load of the chunk in flight before the first use
-                x[nt, 0], x[nt, 1], x[nt, 2], x[nt, 3] = load4(a32, (arow[nt], uint64(32) * c + acol))
-                x[nt, 4], x[nt, 5], x[nt, 6], x[nt, 7] = load4(a32, (arow[nt], uint64(32) * c + acol + uint64(4)))
+            load_tokens(a32, arow, c, acol, x)
             unpack(pw, lo, hi)
-            for nt in range(NT):
-                for j in range(4):
-                    be[nt, j] = byte_perm(x[nt, 2 * j], x[nt, 2 * j + 1], EVEN_BYTES)
-                    bo[nt, j] = byte_perm(x[nt, 2 * j], x[nt, 2 * j + 1], ODD_BYTES)
-            for i in range(NACC):
-                d[i] = int32(0)
-            for j in range(4):  # step j of every chain, then step j + 1: the chains interleave
-                for mt in range(MTILES):
-                    for nt in range(NT):
-                        b = (mt * NT + nt) * 4
-                        d[b], d[b + 1], d[b + 2], d[b + 3] = mma_s8(lo[mt, 0, j], lo[mt, 1, j], hi[mt, 0, j],
-                                                                    hi[mt, 1, j], be[nt, j], bo[nt, j],
-                                                                    d[b], d[b + 1], d[b + 2], d[b + 3])
-            for mt in range(MTILES):
-                for nt in range(NT):
-                    b = (mt * NT + nt) * 4
-                    acc[b] += float32(d[b]) * sc[mt, 0]
-                    acc[b + 1] += float32(d[b + 1]) * sc[mt, 0]
-                    acc[b + 2] += float32(d[b + 2]) * sc[mt, 1]
-                    acc[b + 3] += float32(d[b + 3]) * sc[mt, 1]
+            split_pairs(x)
+            chunk_sums(lo, hi, x, d, sc, acc)
             c += uint64(WK)
         if SPLIT > 1:
-            finish_split(acc, a_scale, out, wr, wk, lane, g, t, row0, tok0, partials, tickets)
+            red = cuda.shared.array(RED, int32)
+            finish_split(acc, a_scale, out, wr, wk, lane, g, t, row0, tok0, partials, tickets, red)
         else:
             finish(acc, a_scale, out, wr, wk, lane, g, t, row0, tok0)
 
@@ -370,7 +397,8 @@ def kernel_staged(NT: int, MTILES: int = 2, WR: int = 4, WK: int = 2, ST: int = 
     round trip after another (16 chunks a warp at K = 4096). Holding the next chunk in registers
     instead (measured, refuted) needs registers the kernel does not have."""
     weight_rows, _, unpack, _, _, add_partials, store = _parts(MTILES, NT)
-    begin, _, _ = _frame(MTILES, NT, WR, WK)
+    load_tokens, split_pairs, chunk_sums = _chunk_steps(MTILES, NT)
+    begin, _, _, _ = _frame(MTILES, NT, WR, WK)
     NACC = MTILES * NT * 4
     PIECES = MTILES * 2  # a lane's 16-byte pieces a chunk: rows g and g + 8 of each weight tile
     STAGE = PIECES * 32 * 5  # words: the pieces (4 words a lane), then the scales (1 word a lane)
@@ -398,8 +426,6 @@ def kernel_staged(NT: int, MTILES: int = 2, WR: int = 4, WK: int = 2, ST: int = 
         lo = cuda.local.array((MTILES, 2, 4), int32)
         hi = cuda.local.array((MTILES, 2, 4), int32)
         x = cuda.local.array((NT, 8), int32)
-        be = cuda.local.array((NT, 4), int32)
-        bo = cuda.local.array((NT, 4), int32)
         wrow = cuda.local.array((MTILES, 2), uint64)
         wmul = cuda.local.array((MTILES, 2), float32)
         arow = cuda.local.array(NT, uint64)
@@ -429,31 +455,10 @@ def kernel_staged(NT: int, MTILES: int = 2, WR: int = 4, WK: int = 2, ST: int = 
                 issue(w32, w_scales, wrow, uint64(wk + (i + ST - 1) * WK), t, lane,
                       base + 4 * (first + refill * STAGE))
             cp_async_commit()  # a group every trip, empty or not: the wait's count stays right
-            c = uint64(wk + i * WK)
-            for nt in range(NT):
-                x[nt, 0], x[nt, 1], x[nt, 2], x[nt, 3] = load4(a32, (arow[nt], uint64(32) * c + acol))
-                x[nt, 4], x[nt, 5], x[nt, 6], x[nt, 7] = load4(a32, (arow[nt], uint64(32) * c + acol + uint64(4)))
+            load_tokens(a32, arow, uint64(wk + i * WK), acol, x)
             unpack(pw, lo, hi)
-            for nt in range(NT):
-                for j in range(4):
-                    be[nt, j] = byte_perm(x[nt, 2 * j], x[nt, 2 * j + 1], EVEN_BYTES)
-                    bo[nt, j] = byte_perm(x[nt, 2 * j], x[nt, 2 * j + 1], ODD_BYTES)
-            for q in range(NACC):
-                d[q] = int32(0)
-            for j in range(4):
-                for mt in range(MTILES):
-                    for nt in range(NT):
-                        b = (mt * NT + nt) * 4
-                        d[b], d[b + 1], d[b + 2], d[b + 3] = mma_s8(lo[mt, 0, j], lo[mt, 1, j], hi[mt, 0, j],
-                                                                    hi[mt, 1, j], be[nt, j], bo[nt, j],
-                                                                    d[b], d[b + 1], d[b + 2], d[b + 3])
-            for mt in range(MTILES):
-                for nt in range(NT):
-                    b = (mt * NT + nt) * 4
-                    acc[b] += float32(d[b]) * sc[mt, 0]
-                    acc[b + 1] += float32(d[b + 1]) * sc[mt, 0]
-                    acc[b + 2] += float32(d[b + 2]) * sc[mt, 1]
-                    acc[b + 3] += float32(d[b + 3]) * sc[mt, 1]
+            split_pairs(x)
+            chunk_sums(lo, hi, x, d, sc, acc)
             i += 1
             st = st + 1 if st < ST - 1 else 0
         cp_async_wait_group(0)
@@ -486,21 +491,22 @@ PAD_WORDS = 36  # a token's chunk in shared memory: 128 bytes, then 16 unused (L
 
 @functools.cache
 def kernel_resident(NT: int, MTILES: int = 2, WR: int = 4, WK: int = 2, CPB: int = 8, MINB: int = 0, SPLIT: int = 1):
-    """Activations resident in shared memory, K split over blocks. Block ``(x, s, z)`` takes the
-    weight rows of :func:`kernel`'s block ``x``, token tiles ``z`` and the ``CPB`` chunks from
+    """Activations resident in shared memory, K split over blocks. Block ``(x, y, s)`` takes the
+    weight rows of :func:`kernel`'s block ``x``, token tiles ``y`` and the ``CPB`` chunks from
     ``s CPB``: it first copies that slice of the activations into shared memory once (every 8
     bytes already split into even and odd bytes, so the loop does no PRMT), then each warp streams
     its weights, the next chunk's load in flight while this one's ``mma`` steps run, and reads the
-    activation fragments with two ``LDS.128`` per token tile. The ``gridDim.y`` (= ``SPLIT``, a
-    compile-time constant that the launcher sets) blocks that share an output tile leave their
-    float32 sums in ``partials`` (in the lanes' order); the last of them to finish (an atomic
-    ticket per tile) adds them in the order s = 0, 1, ... (the same bits whichever finishes last),
-    scales and stores, and puts the ticket back to 0 for the next launch.
+    activation fragments with two ``LDS.128`` per token tile. The ``gridDim.z`` (= ``SPLIT``, a
+    compile-time constant that the launcher sets) blocks that share an output tile add their sums
+    as the tokens-inner form's split does (``_frame``'s ``finish_split``, through ``xs`` once the
+    loop is done with it).
 
     Why: from M = 32 the other forms read every chunk of activations from L2 once per block along
     N, which costs as many bytes as the weights at 128 rows a block; here a block reads its slice
     once, from one coalesced copy. The split over K keeps blocks enough for every SM."""
-    weight_rows, load_weights, unpack, _, _, add_partials, store = _parts(MTILES, NT)
+    _, load_weights, unpack, _, _, add_partials, store = _parts(MTILES, NT)
+    _, _, chunk_sums = _chunk_steps(MTILES, NT)
+    begin, _, finish_split, _ = _frame(MTILES, NT, WR, WK, SPLIT)
     NACC = MTILES * NT * 4
     TOKS = 8 * NT
     THREADS = 32 * WR * WK
@@ -524,7 +530,6 @@ def kernel_resident(NT: int, MTILES: int = 2, WR: int = 4, WK: int = 2, CPB: int
     @cuda.jit(launch_bounds=(THREADS, MINB) if MINB else None)
     def w4a8_mma_resident(a32, a_scale, w32, w_scales, out, partials, tickets):
         xs = cuda.shared.array(0, int32)
-        ticket = cuda.shared.array(1, int32)
         acc = cuda.local.array(NACC, float32)
         for i in range(NACC):
             acc[i] = float32(0.0)
@@ -537,16 +542,10 @@ def kernel_resident(NT: int, MTILES: int = 2, WR: int = 4, WK: int = 2, CPB: int
         hi = cuda.local.array((MTILES, 2, 4), int32)
         wrow = cuda.local.array((MTILES, 2), uint64)
         wmul = cuda.local.array((MTILES, 2), float32)
-        lane = cuda.threadIdx.x & 31
-        warp = cuda.threadIdx.x >> 5
-        wr, wk = warp % WR, warp // WR
-        g, t = lane >> 2, lane & 3
-        rows, toks = out.shape[1], out.shape[0]
-        row0 = (cuda.blockIdx.x * WR + wr) * (16 * MTILES) + g
-        tok0 = cuda.blockIdx.z * TOKS
-        c0 = cuda.blockIdx.y * CPB
-        nch = min(CPB, w32.shape[1] // CHUNK_WORDS - c0)
-        weight_rows(row0, rows, wrow, wmul)
+        arow = cuda.local.array(NT, uint64)  # begin's token rows: unused here (the copy has its own)
+        wr, wk, lane, g, t, row0, tok0, chunks = begin(w32, out, wrow, wmul, arow)
+        c0 = cuda.blockIdx.z * CPB
+        nch = min(CPB, chunks - c0)
         cl = wk
         if cl < nch:  # the first chunk's weights on their way while the activations are copied
             load_weights(w32, w_scales, wrow, wmul, uint64(c0 + cl), t, pw, sc)
@@ -563,57 +562,15 @@ def kernel_resident(NT: int, MTILES: int = 2, WR: int = 4, WK: int = 2, CPB: int
                 at = (cl * TOKS + 8 * nt + g) * PAD_WORDS + 8 * t
                 x[nt, 0], x[nt, 1], x[nt, 2], x[nt, 3] = load4(xs, at)
                 x[nt, 4], x[nt, 5], x[nt, 6], x[nt, 7] = load4(xs, at + 4)
-            for i in range(NACC):
-                d[i] = int32(0)
-            for j in range(4):  # as the tokens-inner form: step j of every chain (small bodies: unrolled)
-                for mt in range(MTILES):
-                    for nt in range(NT):
-                        b = (mt * NT + nt) * 4
-                        d[b], d[b + 1], d[b + 2], d[b + 3] = mma_s8(lo[mt, 0, j], lo[mt, 1, j], hi[mt, 0, j],
-                                                                    hi[mt, 1, j], x[nt, 2 * j], x[nt, 2 * j + 1],
-                                                                    d[b], d[b + 1], d[b + 2], d[b + 3])
-            for mt in range(MTILES):
-                for nt in range(NT):
-                    b = (mt * NT + nt) * 4
-                    acc[b] += float32(d[b]) * scc[mt, 0]
-                    acc[b + 1] += float32(d[b + 1]) * scc[mt, 0]
-                    acc[b + 2] += float32(d[b + 2]) * scc[mt, 1]
-                    acc[b + 3] += float32(d[b + 3]) * scc[mt, 1]
+            chunk_sums(lo, hi, x, d, scc, acc)  # x is split into even and odd bytes already
             cl += WK
+        cuda.syncthreads()  # every warp is done with xs: it holds the sums from here on
+        if SPLIT > 1:
+            finish_split(acc, a_scale, out, wr, wk, lane, g, t, row0, tok0, partials, tickets, xs)
+            return
         owner = True
         if WK > 1:
-            cuda.syncthreads()  # every warp is done with xs: it holds the K-warps' sums now
             owner = add_partials(acc, xs, wr, wk, lane, WR, WK)
-        splits = cuda.gridDim.y
-        if splits > 1:
-            # each owner warp's sums, lane-major (coalesced): [split][tile][weight warp][acc][lane]
-            s = cuda.blockIdx.y
-            tiles = cuda.gridDim.x * cuda.gridDim.z
-            tile = cuda.blockIdx.z * cuda.gridDim.x + cuda.blockIdx.x
-            mine = (tile * WR + wr) * (NACC * 32) + lane
-            if owner:
-                for i in range(NACC):
-                    partials[(s * tiles) * (WR * NACC * 32) + mine + i * 32] = acc[i]
-            cuda.threadfence()  # this block's sums are visible before its ticket is
-            cuda.syncthreads()
-            if cuda.threadIdx.x == 0:
-                ticket[0] = cuda.atomic.add(tickets, tile, 1)
-            cuda.syncthreads()
-            if ticket[0] != splits - 1:
-                return
-            cuda.threadfence()
-            if cuda.threadIdx.x == 0:
-                tickets[tile] = 0
-            if owner:
-                for i in range(NACC):  # every split's sums from memory, in the order 0, 1, ... (acc is
-                    v = float32(0.0)   # not indexed here: the compiler may keep this loop rolled)
-                    for q in range(SPLIT):
-                        v += partials[(q * tiles) * (WR * NACC * 32) + mine + i * 32]
-                    r = row0 - g + 16 * (i // (4 * NT)) + 8 * ((i & 3) >> 1) + g
-                    m = tok0 + 8 * ((i // 4) % NT) + 2 * t + (i & 1)
-                    if r < rows and m < toks:
-                        out[m, r] = v * a_scale[m]
-            return
         if owner:
             store(acc, a_scale, out, row0 - g, tok0, g, t)
 
@@ -633,11 +590,11 @@ def _launch_resident(p, out, a32, a_scale, w32, w_scales):
     m, n = out.shape
     cpb = p.get("CPB", 8)
     chunks = w32.shape[1] // CHUNK_WORDS
-    grid = (-(-n // (16 * p["MTILES"] * p["WR"])), -(-chunks // cpb), -(-m // (8 * p["NT"])))
-    k = kernel_resident(p["NT"], p["MTILES"], p["WR"], p["WK"], cpb, p.get("MINB", 0), grid[1])
+    grid = (-(-n // (16 * p["MTILES"] * p["WR"])), -(-m // (8 * p["NT"])), -(-chunks // cpb))
+    k = kernel_resident(p["NT"], p["MTILES"], p["WR"], p["WK"], cpb, p.get("MINB", 0), grid[2])
     nacc = p["MTILES"] * p["NT"] * 4
-    partials, tickets = _split_scratch(grid[1] * grid[0] * grid[2] * p["WR"] * nacc * 32 if grid[1] > 1 else 0,
-                                       grid[0] * grid[2])
+    partials, tickets = _split_scratch(grid[2] * grid[0] * grid[1] * p["WR"] * nacc * 32 if grid[2] > 1 else 0,
+                                       grid[0] * grid[1])
     smem = resident_smem_bytes(p["NT"], p["MTILES"], p["WR"], p["WK"], cpb)
     args = (a32, a_scale, w32, w_scales, out, partials, tickets)
     if smem > 48 * 1024 and not on_simulator() and (k, smem) not in _OPTED_IN:
