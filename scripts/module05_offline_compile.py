@@ -60,17 +60,9 @@ def _compile_all(cc=(9, 0)):
     w4a8_args = (i32m, f32v, i32m, f32m, f32m)
     for m, n in ((1, 14336), (16, 14336), (64, 14336), (64, 4096)):  # the tensor-core W4A8's tiles at decode shapes
         p = w4a8_mma.choose(m, n)
-        if p.get("form") == "tokens-inner":  # its kernel also takes the split's scratch (partials, tickets)
-            kernels[f"w4a8_mma tokens-inner M={m} N={n}"] = (
-                w4a8_mma.kernel_tokens_inner(p["NT"], p["MTILES"], p["WR"], p["WK"], 0, p.get("SPLIT", 1)),
-                w4a8_args + (f32v, i32v))
-        else:
-            kernels[f"w4a8_mma M={m} N={n}"] = (w4a8_mma.kernel(p["NT"], p["MTILES"], p["WR"], p["WK"]), w4a8_args)
-    kernels["w4a8_mma tokens-inner, K over 2 blocks, M=64"] = (w4a8_mma.kernel_tokens_inner(8, 2, 4, 2, 0, 2),
-                                                               w4a8_args + (f32v, i32v))
-    kernels["w4a8_mma resident, K over 4 blocks, M=64"] = (w4a8_mma.kernel_resident(8, 2, 4, 2, 8, 0, 4),
-                                                           w4a8_args + (f32v, i32v))
-    kernels["w4a8_mma staged, 3 stages, M=64"] = (w4a8_mma.kernel_staged(8, 2, 4, 2, 3), w4a8_args)
+        form = p.get("form", "direct")
+        kernels[f"w4a8_mma {form} M={m} N={n}"] = (w4a8_mma.FORMS[form](p["NT"], p["MTILES"], p["WR"], p["WK"]),
+                                                    w4a8_args)
     failed = 0
     for name, (kern, sig) in kernels.items():
         try:

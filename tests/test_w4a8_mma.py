@@ -57,17 +57,7 @@ def test_global_address_takes_a_row_and_column_as_on_a_gpu():
 
 PARAMS = [dict(NT=1, MTILES=1, WR=1, WK=1), dict(NT=1, MTILES=2, WR=2, WK=2), dict(NT=2, MTILES=1, WR=1, WK=3),
           dict(NT=1, MTILES=2, WR=1, WK=1), dict(NT=2, MTILES=2, WR=1, WK=2, form="tokens-inner"),
-          dict(NT=1, MTILES=1, WR=2, WK=3, form="tokens-inner"),
-          # K over 3 blocks too: at K = 640 shares of 2, 2 and 1 chunks; at K = 128 and 256 blocks with none
-          dict(NT=2, MTILES=2, WR=1, WK=2, form="tokens-inner", SPLIT=3),
-          # activations resident in shared memory, K over blocks of 2, 1 and 3 chunks (K = 640: three
-          # blocks, the last with one chunk; a K-warp with no chunk)
-          dict(NT=1, MTILES=1, WR=1, WK=1, CPB=2, form="resident"),
-          dict(NT=2, MTILES=2, WR=1, WK=2, CPB=1, form="resident"),
-          dict(NT=1, MTILES=1, WR=2, WK=2, CPB=3, form="resident"),
-          # weights by cp.async, 3 and 2 stages (K = 128 with 3 K-warps: two warps with no chunk)
-          dict(NT=2, MTILES=2, WR=1, WK=2, ST=3, form="staged"),
-          dict(NT=1, MTILES=1, WR=2, WK=3, ST=2, form="staged")]
+          dict(NT=1, MTILES=1, WR=2, WK=3, form="tokens-inner")]
 # (M, N, K): several activation tiles over gridDim.y, N leaving a warp's weight tile part empty,
 # K of one group and of five (more groups than K-warps, and not a multiple of them)
 SHAPES = [("9 x 19 x 256", (9, 19, 256)), ("3 x 40 x 640", (3, 40, 640)), ("17 x 5 x 128", (17, 5, 128))]
@@ -99,33 +89,6 @@ def test_the_package_w4a8_takes_the_tensor_cores_from_two_rows_and_gives_the_dp4
     assert wm.choose(5, 4096) == dict(NT=1, MTILES=1, WR=1, WK=8)
 
 
-def test_the_split_over_blocks_adds_in_a_fixed_order_and_leaves_its_tickets_at_zero():
-    rng = np.random.default_rng(5)
-    m, n, k = 5, 24, 512
-    wf = rng.standard_normal((n, k)).astype(np.float32)
-    ws = qref.int4_group_scales_f32(wf)
-    w32 = cuda.to_device(qref.int4_pack(qref.int4_quantize_f32(wf, ws)).view(np.int32))
-    xq, xs = qref.int8_per_row_f32(rng.standard_normal((m, k)).astype(np.float32))
-    args = (cuda.to_device(qk.as_words(xq)), cuda.to_device(xs), w32, cuda.to_device(ws))
-    for params in (dict(NT=1, MTILES=1, WR=1, WK=1, form="tokens-inner", SPLIT=4),  # a chunk a block, 2 tiles
-                   dict(NT=1, MTILES=1, WR=1, WK=1, form="resident", CPB=1)):
-        wm._SCRATCH.clear()
-        runs = []
-        for _ in range(2):
-            y = cuda.to_device(np.full((m, n), np.nan, np.float32))
-            wm.launch_w4a8_mma(y, *args, **params)
-            runs.append(y.copy_to_host().view(np.uint32))
-        np.testing.assert_array_equal(runs[0], runs[1])
-        (words, tiles, _), (partials, tickets) = next(iter(wm._SCRATCH.items()))
-        assert (words, tiles) == (4 * 2 * 4 * 32, 2)  # splits x tiles x one block's sums
-        assert not tickets.copy_to_host().any()
-    assert wm.resident_smem_bytes(8, 2, 4, 2, 8) == 4 * 8 * 64 * wm.PAD_WORDS
-    with pytest.raises(KernelLabArgumentError, match="tokens-inner"):
-        wm.launch_w4a8_mma(y, *args, NT=1, MTILES=1, WR=1, WK=1, SPLIT=2)
-    with pytest.raises(KernelLabArgumentError, match="ST"):
-        wm.launch_w4a8_mma(y, *args, NT=1, MTILES=1, WR=1, WK=1, ST=1, form="staged")
-
-
 @pytest.mark.parametrize("mutant", ["even and odd bytes swapped", "K-warps' sums dropped"])
 def test_the_check_catches_a_broken_tensor_core_w4a8(mutant, monkeypatch):
     # the kernel's Python runs in the simulator, reading these names from the module when called
@@ -148,3 +111,9 @@ def test_bad_arguments_are_named():
     with pytest.raises(KernelLabArgumentError, match="one per 128"):
         wm.launch_w4a8_mma(y, cuda.device_array((2, 64), np.int32), cuda.device_array(2, np.float32),
                            cuda.device_array((3, 32), np.int32), cuda.device_array((3, 1), np.float32))
+    with pytest.raises(KernelLabArgumentError, match="SPLIT"):  # a removed form's parameter is not ignored
+        wm.launch_w4a8_mma(y, a32, cuda.device_array(2, np.float32), cuda.device_array((3, 32), np.int32),
+                           cuda.device_array((3, 2), np.float32), SPLIT=2)
+    with pytest.raises(KernelLabArgumentError, match="form must be one of"):
+        wm.launch_w4a8_mma(y, a32, cuda.device_array(2, np.float32), cuda.device_array((3, 32), np.int32),
+                           cuda.device_array((3, 2), np.float32), form="resident")

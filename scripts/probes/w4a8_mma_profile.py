@@ -35,8 +35,6 @@ def main():
     p.add_argument("--nt", type=int, default=0, help="token tiles a block (0: all of M, at most 8)")
     p.add_argument("--minb", type=int, default=0)
     p.add_argument("--form", default="direct", choices=sorted(wm.FORMS), help="w4a8_mma.FORMS: the kernel's loop")
-    p.add_argument("--split", type=int, default=1, help="K over this many blocks (the tokens-inner form)")
-    p.add_argument("--cpb", type=int, default=8, help="chunks of 128 K a block (the resident form)")
     a = p.parse_args()
     kl.setup(quiet=True)
     rng = np.random.default_rng(1)
@@ -48,10 +46,6 @@ def main():
     a32, xsd = cuda.to_device(qk.as_words(xq)), cuda.to_device(xs)
     y = cuda.device_array((a.m, a.n), np.float32)
     params = dict(MTILES=a.mtiles, WR=a.wr, WK=a.wk, MINB=a.minb, form=a.form)
-    if a.split > 1:
-        params["SPLIT"] = a.split
-    if a.form == "resident":
-        params["CPB"] = a.cpb
     if a.nt:
         params["NT"] = a.nt
     for _ in range(2):

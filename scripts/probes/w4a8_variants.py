@@ -127,23 +127,57 @@ Next (H200, 2026-11-27; copy roofline 4,280 GB/s, a CuPy copy of the bytes 71-75
   numbers: the loop adding the splits ran ``gridDim`` times and indexed the accumulators with its
   counter, so the compiler kept the accumulators in local memory (the stack) for the whole kernel;
   ``scripts/module05_offline_compile.py`` now reports local memory in the PTX. Fixed (the sum
-  reads every split from memory, the split count is a compile-time constant; no local memory in
-  the PTX of any configuration in SPLIT_CONFIGS and RESIDENT_CONFIGS); not yet timed again. Notes
-  for that run: at N = K = 8192, M = 64 the choice (tc ti m2 wr4 wk2) has 64 blocks for 132 SMs.
-  Registers a thread at M = 64 (NT = 8), sm_90, from the cubin (cuobjdump --dump-resource-usage;
-  none spill): tc ti m2 wr4 wk2 238 (one block of 8 warps an SM), with SPLIT = 2 254; res m2 wr4
-  wk2 and m2 wr8 wk1 234 (254 once the split's sum became _frame's finish_split, still one
-  block an SM); res m1 wr8 wk1 128 (with MINB = 2, as the probe runs it), so two blocks of 8 warps
-  an SM where shared memory allows (c8: 74 KiB a block), twice the warps of the choice; at M = 32 (NT = 4) tc ti m2 wr4 wk2
-  156, res m2 wr4 wk2 160.
+  read every split from memory, the split count a compile-time constant; no local memory in the
+  PTX of any configuration the probe ran). At N = K = 8192, M = 64 the choice (tc ti m2 wr4 wk2)
+  has 64 blocks for 132 SMs. Registers a thread at M = 64 (NT = 8), sm_90, from the cubin
+  (cuobjdump --dump-resource-usage; none spill): tc ti m2 wr4 wk2 238 (one block of 8 warps an
+  SM), with SPLIT = 2 254; res m2 wr4 wk2 and m2 wr8 wk1 234 (254 once the split's sum became
+  _frame's finish_split, still one block an SM); res m1 wr8 wk1 128 (with MINB = 2, as the probe
+  ran it), so two blocks of 8 warps an SM where shared memory allows (c8: 74 KiB a block), twice
+  the warps of the choice; at M = 32 (NT = 4) tc ti m2 wr4 wk2 156, res m2 wr4 wk2 160.
 - "tc st{ST}" (``kernel_staged``: the tokens-inner loop with each lane's weights and scales brought
   into shared memory by cp.async, ST stages deep, read back by the lane that copied them): written
   after that run from the SASS of tc ti m2 wr4 wk2 (443 instructions and 64 IMMA a chunk: issuing
   all of them takes about 6 us of the 33 us measured at M = 64, so the warps wait, one DRAM round
-  trip a chunk). st3 m2 wr4 wk2: 203 registers, 582 instructions a chunk; not yet timed.
+  trip a chunk). st3 m2 wr4 wk2: 203 registers, 582 instructions a chunk.
 cuBLASLt int8 in the same runs (int8 weights: twice the bytes), 14336 x 4096: 23.9, 19.8, 22.3 us
 at M = 16, 32, 64, the tensor-core W4A8 16.6, 24.6, 33.5 us; N = K = 8192: 23.8, 24.5, 32.9 us at
 M = 1, 16, 64, the W4A8 20.7, 20.8, 52.3 us.
+
+Then (H200, 2026-11-27, a later run: the fixed tis and res, and st; one run, us, % of the copy
+roofline on the weight bytes in parentheses), then removed:
+- 14336 x 4096, M = 16, 32, 64: tc ti m2 wr4 wk2 (the choice above 16 rows) 22.30 (32.8%), 25.33
+  (28.9%), 33.01 (22.2%); best split tis2 m2 wr4 wk2 22.46, 36.61, 52.50 (tis2 m2 wr4 wk1 32.93 at
+  32, 48.72 at 64; tis3, tis4 slower); best resident res m1 wr8 wk1 c16 24.78, 31.10, 53.33, res
+  m1 wr8 wk1 c8 27.98, 33.30, 49.81; best staged st3 m2 wr2 wk4 22.70 at 16, st4 m2 wr4 wk2 27.84
+  at 32, st3 m1 wr2 wk4 61.34 at 64 (st2 m2 wr4 wk2 64.51 at 64). cuBLASLt int8 (int8 weights)
+  24.13, 20.51, 21.79; a CuPy copy of the bytes 10.3 us (71% of the roofline, 4,264 GB/s).
+- N = K = 8192, M = 1, 16, 64: tc ti m2 wr4 wk2 46.16, 38.30, 52.78; tis2 29.97, 28.61, 50.32;
+  tis4 20.78, 23.38, 60.29; res m1 wr8 wk1 c16 21.97, 26.06, 57.89; st2 m2 wr4 wk2 38.29, 42.06,
+  115.07; cuBLASLt int8 22.69, 23.92, 32.80. The package's choice at M <= 16 on this layer is the
+  direct form m1 wr2 wk4, which 06.3 stored at 13.0 us at M = 1 and 20.5 us at M = 16 on an H200:
+  no split beats it.
+- Nsight Compute (H200, same day, --clock-control none), 14336 x 4096, M = 64: tc ti m2 wr4 wk2
+  32.0 us, 238 registers, one block of 8 warps an SM (12.5% theoretical occupancy), 112 blocks for
+  132 SMs, 1.8 warps a scheduler with 0.40 eligible, 5.3 cycles between a warp's instructions
+  (2.16 of them waiting on global loads, "long scoreboard"; 1.27 on fixed-latency dependencies,
+  "wait"), issue slots 25% busy, DRAM 21%, L2 74 MB moved (the weights' 31.5 MB and the
+  activations read once per block), L1 hit rate 78%. Resident m1 wr8 wk1 c8 (MINB 2): 49.3 us,
+  128 registers, 3.2 warps a scheduler, but 14.7 M instructions against 7.7 M (the copies into
+  shared memory and back), L2 118 MB (each block of the K split reads its slice of activations
+  and the partial sums), issue slots 30%. Staged st2 m2 wr4 wk2: 63.8 us, 204 registers, 9.5
+  cycles between instructions, 5.85 of them on loads: the activations' loads from L1/L2 still wait
+  every chunk, and 1.8 M shared-memory bank conflicts. Split tis2 at N = K = 8192 (128 blocks
+  instead of 64): 50.3 us against 52.5 us for tc ti (96 K elapsed cycles; every SM busy, but each
+  SM took 65 K active cycles for half the work that tc ti's SMs do in about 86 K): 254 registers,
+  5.9 cycles between instructions.
+Reading: at 14336 x 4096 none of the three forms is faster than tc ti at M = 16-64 (at N = K = 8192,
+M = 64 tis2 was 5% ahead, 50.3 against 52.8 us, in one run). What limits tc ti at M = 64 is its
+warps' latency at 1.8 warps a scheduler (238 registers: the 64 accumulators, 64 int32 chain sums
+and the token tiles' bytes), not DRAM (21%) or the issue rate (25%); the forms that add warps
+(resident) pay for it in instructions, those that add blocks (split) do not make each SM faster.
+Removed after this run: ``kernel_resident``, ``kernel_staged``, the tokens-inner form's SPLIT (and
+its scratch), and their configurations here (SPLIT_CONFIGS, RESIDENT_CONFIGS, STAGED_CONFIGS).
 
 One line per (variant, M); with $OUT set, also $OUT/w4a8_variants.json.
 """
@@ -282,14 +316,7 @@ def variants():
             ("tc: mma.sync int8, package choice", wm.launch_w4a8_mma, None)] + [
             (f"tc{' ti' if form == 'tokens-inner' else ''} m{mt} wr{wr} wk{wk}{f' nt<={cap}' if cap < 8 else ''}: "
              f"{16 * mt} rows/warp, {wr}x{wk} warps", mma_launcher(mt, wr, wk, cap, form), None)
-            for mt, wr, wk, cap, form in TC_CONFIGS] + [
-            (f"tc tis{sp} m{mt} wr{wr} wk{wk}: K over {sp} blocks, {16 * mt * wr} rows a block",
-             mma_launcher(mt, wr, wk, 8, "tokens-inner", SPLIT=sp), None) for mt, wr, wk, sp in SPLIT_CONFIGS] + [
-            (f"tc res m{mt} wr{wr} wk{wk} c{cpb}: {16 * mt * wr} rows, {cpb} chunks a block",
-             mma_launcher(mt, wr, wk, 8, "resident", CPB=cpb, MINB=2 if mt == 1 else 0), None)
-            for mt, wr, wk, cpb in RESIDENT_CONFIGS] + [
-            (f"tc st{st} m{mt} wr{wr} wk{wk}: weights by cp.async, {st} stages",
-             mma_launcher(mt, wr, wk, 8, "staged", ST=st), None) for mt, wr, wk, st in STAGED_CONFIGS]
+            for mt, wr, wk, cap, form in TC_CONFIGS]
 
 
 # (MTILES, WR, WK, most token tiles a block: M above 8 x that takes more blocks over gridDim.y, form:
@@ -300,25 +327,11 @@ TC_CONFIGS = [(1, 1, 8, 8, "direct"), (1, 2, 4, 8, "direct"), (2, 2, 4, 8, "dire
               (2, 8, 1, 8, "direct"), (2, 8, 1, 8, "tokens-inner"), (1, 8, 1, 8, "tokens-inner")]
 
 
-# the tokens-inner form with K split over blocks (gridDim.z): (MTILES, WR, WK, SPLIT)
-SPLIT_CONFIGS = [(2, 4, 2, 2), (2, 4, 2, 3), (2, 4, 2, 4), (2, 2, 4, 2), (1, 2, 4, 2), (2, 4, 1, 2)]
-
-
-# the resident form (w4a8_mma.kernel_resident): (MTILES, WR, WK, chunks of 128 K a block); one weight
-# tile a warp runs with launch bounds for two blocks an SM (MINB = 2: 128 registers, 130 without)
-RESIDENT_CONFIGS = [(2, 4, 2, 8), (2, 8, 1, 8), (2, 4, 2, 16), (1, 8, 1, 8), (1, 8, 1, 16), (2, 4, 1, 8)]
-
-
-# the staged form (w4a8_mma.kernel_staged): (MTILES, WR, WK, stages of weights by cp.async)
-STAGED_CONFIGS = [(2, 4, 2, 3), (2, 4, 2, 2), (2, 4, 2, 4), (2, 2, 4, 3), (1, 2, 4, 3), (2, 4, 1, 3)]
-
-
-def mma_launcher(mtiles, wr, wk, cap=8, form="direct", **extra):
-    """A launcher of ``form`` with these tiles; ``extra``: the form's own parameters (SPLIT, CPB, ST)."""
+def mma_launcher(mtiles, wr, wk, cap=8, form="direct"):
+    """A launcher of ``form`` (a key of ``w4a8_mma.FORMS``) with these tiles."""
     def launch(out, a32, a_scale, w32, w_scales):
         nt = min(cap, -(-out.shape[0] // 8))
-        return wm.launch_w4a8_mma(out, a32, a_scale, w32, w_scales, form=form, NT=nt, MTILES=mtiles, WR=wr, WK=wk,
-                                  **extra)
+        return wm.launch_w4a8_mma(out, a32, a_scale, w32, w_scales, form=form, NT=nt, MTILES=mtiles, WR=wr, WK=wk)
     return launch
 
 
