@@ -56,62 +56,12 @@ def _learner_functions():
 
 
 def _learner_copies():
-    """Stand-ins for 06.1's numbered steps: the chunk copies and the suggested layouts' positions."""
-    from numba import cuda
+    """Stand-ins for 06.1's numbered steps and 06.3's gather: the notebooks' solutions
+    (scripts/module06_solutions.py) and the package's reference positions."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import module06_solutions as sol
 
-    from kernel_lab.mma_ptx import cp_async16_at, global_address
-    from kernel_lab.tensor_cores import async_gemm as ag
-
-    def make_b_copies(b_pos):  # B's half, the same in 06.1's and 06.3's copies
-        @cuda.jit(device=True, inline="always")
-        def copy_b(b, stage, k0, col0, n, k, tid):
-            for j in range(ag.B_CHUNKS // ag.THREADS):
-                idx = tid + j * ag.THREADS
-                r, c = idx // ag.B_ROW_CHUNKS, idx % ag.B_ROW_CHUNKS
-                gr, gc = k0 + r, col0 + 8 * c
-                inside = gr < k and gc < n
-                cp_async16_at(stage + ag.A_BYTES + 16 * b_pos(r, c), global_address(b, (gr, gc) if inside else (0, 0)),
-                              16 if inside else 0)
-        return copy_b
-
-    def make_issue_slice(a_pos, b_pos):
-        copy_b = make_b_copies(b_pos)
-
-        @cuda.jit(device=True, inline="always")
-        def issue(a, b, stage, k0, row0, col0, m, n, k, tid):
-            for j in range(ag.A_CHUNKS // ag.THREADS):
-                idx = tid + j * ag.THREADS
-                r, c = idx // ag.A_ROW_CHUNKS, idx % ag.A_ROW_CHUNKS
-                gr, gc = row0 + r, k0 + 8 * c
-                inside = gr < m and gc < k
-                cp_async16_at(stage + 16 * a_pos(r, c), global_address(a, (gr, gc) if inside else (0, 0)),
-                              16 if inside else 0)
-            copy_b(b, stage, k0, col0, n, k, tid)
-        return issue
-
-    def make_conv_issue(geo, a_pos, b_pos):  # 06.3's chunked implicit GEMM (A gathered from an NHWC image)
-        C, H, W, S, P, OH, OW = geo.c, geo.h, geo.w, geo.s, geo.padding, geo.out_h, geo.out_w
-        copy_b = make_b_copies(b_pos)
-
-        @cuda.jit(device=True, inline="always")
-        def issue(x, b, stage, k0, row0, col0, m, n, k, tid):
-            for j in range(ag.A_CHUNKS // ag.THREADS):
-                idx = tid + j * ag.THREADS
-                r, c = idx // ag.A_ROW_CHUNKS, idx % ag.A_ROW_CHUNKS
-                gr, gc = row0 + r, k0 + 8 * c
-                img, rest = gr // (OH * OW), gr % (OH * OW)
-                tap, ch = gc // C, gc % C
-                ih, iw = rest // OW + tap // S - P, rest % OW + tap % S - P
-                inside = gr < m and gc < k and 0 <= ih < H and 0 <= iw < W
-                cp_async16_at(stage + 16 * a_pos(r, c),
-                              global_address(x, (img, ih, iw, ch) if inside else (0, 0, 0, 0)), 16 if inside else 0)
-            copy_b(b, stage, k0, col0, n, k, tid)
-        return issue
-
-    positions = {}
-    for layout, (pa, pb) in ag.POSITIONS.items():  # the package's reference positions, as device functions
-        positions[layout] = (cuda.jit(device=True, inline="always")(pa), cuda.jit(device=True, inline="always")(pb))
-    return make_issue_slice, make_conv_issue, positions
+    return sol.make_issue_slice, sol.make_conv_issue, sol.positions()
 
 
 def _compile(which: str, cc):

@@ -4,6 +4,9 @@ poisons shared memory, runs the copies, reads the stage back), with the classic 
 the layouts' position functions against each other. The GPU kernel around them is compiled for
 sm_90 by scripts/module06_offline_compile.py and measured by notebook 06.1."""
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -18,41 +21,10 @@ from numba import cuda  # noqa: E402
 
 from kernel_lab.check import CheckFailed  # noqa: E402
 from kernel_lab.checks import tensor_cores as checks  # noqa: E402
-from kernel_lab.mma_ptx import cp_async16_at, global_address  # noqa: E402
 from kernel_lab.tensor_cores import async_gemm as ag  # noqa: E402
 
-
-def make_b_copies(b_pos, *, zero_fill=True, b_offset=ag.A_BYTES):
-    """B's half of the notebooks' solutions (06.1's and 06.3's copies share it)."""
-    @cuda.jit(device=True)
-    def copy_b(b, stage, k0, col0, n, k, tid):
-        for j in range(ag.B_CHUNKS // ag.THREADS):
-            idx = tid + j * ag.THREADS
-            r, c = idx // ag.B_ROW_CHUNKS, idx % ag.B_ROW_CHUNKS
-            gr, gc = k0 + r, col0 + 8 * c
-            inside = gr < k and gc < n
-            if inside or zero_fill:
-                cp_async16_at(stage + b_offset + 16 * b_pos(r, c), global_address(b, (gr, gc) if inside else (0, 0)),
-                              16 if inside else 0)
-    return copy_b
-
-
-def make_issue_slice(a_pos, b_pos, *, zero_fill=True, b_offset=ag.A_BYTES):
-    """The notebook's solution (with two switches for mutants)."""
-    copy_b = make_b_copies(b_pos, zero_fill=zero_fill, b_offset=b_offset)
-
-    @cuda.jit(device=True)
-    def issue(a, b, stage, k0, row0, col0, m, n, k, tid):
-        for j in range(ag.A_CHUNKS // ag.THREADS):
-            idx = tid + j * ag.THREADS
-            r, c = idx // ag.A_ROW_CHUNKS, idx % ag.A_ROW_CHUNKS
-            gr, gc = row0 + r, k0 + 8 * c
-            inside = gr < m and gc < k
-            if inside or zero_fill:
-                cp_async16_at(stage + 16 * a_pos(r, c), global_address(a, (gr, gc) if inside else (0, 0)),
-                              16 if inside else 0)
-        copy_b(b, stage, k0, col0, n, k, tid)
-    return issue
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from module06_solutions import make_conv_issue, make_issue_slice  # noqa: E402  (the notebooks' solutions)
 
 
 @cuda.jit(device=True)
@@ -134,33 +106,6 @@ def test_window_is_the_slice_it_names():
     out = np.full(24, np.nan, np.float32)
     through_windows[1, 8](out)
     assert out.tolist() == [100 * s + t for s in range(3) for t in range(8)]
-
-
-def make_conv_issue(geo, a_pos, b_pos, *, minus_p=True, pad_test=True, order="rsc"):
-    """06.3's solution: the implicit GEMM's chunk copies from a channels-last image (switches for
-    mutants: no ``- P``, no padding test, columns in the NCHW (c, r, s) order)."""
-    C, H, W, S, R, P, OH, OW = geo.c, geo.h, geo.w, geo.s, geo.r, geo.padding, geo.out_h, geo.out_w
-    SHIFT = P if minus_p else 0
-    copy_b = make_b_copies(b_pos)
-
-    @cuda.jit(device=True)
-    def issue(x, b, stage, k0, row0, col0, m, n, k, tid):
-        for j in range(ag.A_CHUNKS // ag.THREADS):
-            idx = tid + j * ag.THREADS
-            r, c = idx // ag.A_ROW_CHUNKS, idx % ag.A_ROW_CHUNKS
-            gr, gc = row0 + r, k0 + 8 * c
-            ow, oh, img = gr % OW, (gr // OW) % OH, gr // (OW * OH)
-            if order == "rsc":
-                tap, ch = gc // C, gc % C
-            else:  # (c, r, s): a chunk is not eight channels of one pixel
-                tap, ch = gc % (R * S), gc // (R * S)
-            ih, iw = oh + tap // S - SHIFT, ow + tap % S - SHIFT
-            inside = gr < m and gc < k and (not pad_test or (0 <= ih < H and 0 <= iw < W))
-            ih, iw = min(max(ih, 0), H - 1), min(max(iw, 0), W - 1)  # the mutant reads a wrong pixel, not outside
-            cp_async16_at(stage + 16 * a_pos(r, c), global_address(x, (img, ih, iw, ch) if inside else (0, 0, 0, 0)),
-                          16 if inside else 0)
-        copy_b(b, stage, k0, col0, n, k, tid)
-    return issue
 
 
 def test_the_conv_copies_pass(capsys):
