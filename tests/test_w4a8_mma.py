@@ -117,3 +117,15 @@ def test_bad_arguments_are_named():
     with pytest.raises(KernelLabArgumentError, match="form must be one of"):
         wm.launch_w4a8_mma(y, a32, cuda.device_array(2, np.float32), cuda.device_array((3, 32), np.int32),
                            cuda.device_array((3, 2), np.float32), form="resident")
+
+
+def test_choose_takes_the_largest_blocks_that_fill_the_gpu():
+    """The tile rule of ``choose`` on the three layers the probe measured (132 SMs) and on a GPU
+    with half the SMs, where 8192 rows fill it with the largest blocks."""
+    assert wm.choose(64, 14336, 132) == dict(NT=8, MTILES=2, WR=4, WK=2, form="tokens-inner")
+    assert wm.choose(64, 8192, 132) == dict(NT=8, MTILES=2, WR=2, WK=4, form="tokens-inner")
+    assert wm.choose(64, 4096, 132) == dict(NT=8, MTILES=2, WR=1, WK=8, form="direct")
+    assert wm.choose(64, 8192, 66)["WR"] == 4
+    assert wm.choose(16, 14336, 132) == dict(NT=2, MTILES=1, WR=2, WK=4)
+    assert wm.choose(16, 8192, 132) == dict(NT=2, MTILES=1, WR=1, WK=8)
+    assert wm.choose(3, 4096, 132) == dict(NT=1, MTILES=1, WR=1, WK=8)

@@ -179,6 +179,15 @@ and the token tiles' bytes), not DRAM (21%) or the issue rate (25%); the forms t
 Removed after this run: ``kernel_resident``, ``kernel_staged``, the tokens-inner form's SPLIT (and
 its scratch), and their configurations here (SPLIT_CONFIGS, RESIDENT_CONFIGS, STAGED_CONFIGS).
 
+Then (H200, 2026-11-27, later the same day) every tile shape of TC_CONFIGS on N = K = 8192 (06.3's
+decode layer), M = 4 / 16 / 32 / 64, in us (the copy of the bytes: 11.0 us, 75% of the roofline):
+the choice of then (m1 wr2 wk4 up to 16, tc ti m2 wr4 wk2 above) 20.8 / 20.5 / 39.3 / 53.8; tc m1
+wr1 wk8 16.1 / 18.0 / 41.3 / 75.2; tc m2 wr1 wk8 18.4 / 17.1 / 38.4 / 49.2; tc ti m2 wr2 wk4 28.4 /
+24.2 / 26.3 / 35.5; tc m2 wr2 wk4 28.1 / 22.9 / 36.8 / 36.7; cuBLASLt int8 24.4 / 24.1 / 26.3 /
+32.5. The 14336 x 4096 rule gave this layer 64 blocks of 128 rows above 16 rows (half the SMs idle)
+and 256 blocks of 32 rows up to 16; ``choose`` now sizes blocks by the SM count: 128 blocks of 64
+rows (tc ti m2 wr2 wk4) and 512 of 16 rows (m1 wr1 wk8) here, unchanged on the other two layers.
+
 One line per (variant, M); with $OUT set, also $OUT/w4a8_variants.json.
 """
 

@@ -53,6 +53,14 @@ and at M = 1 and 16 no split beat the direct form that :func:`choose` takes ther
 scheduler (238 registers: the 64 accumulators, 64 int32 chain sums and the token tiles' bytes), not
 DRAM (21%) or the issue rate (25%); the forms that add warps (resident) pay for it in instructions,
 those that add blocks (split) do not make each SM faster.
+
+The same day's probe of every tile shape on N = K = 8192 (H200) found the choice of then, made on
+the 14336 x 4096 layer, wrong for 8192 rows: its 64 blocks of 128 rows left half of the 132 SMs
+idle. Blocks of 64 rows (tokens-inner, 2 x 4 warps: 128 blocks, each still splitting K over its
+own warps) took 35.5 us at M = 64 against 53.8 us, and 26.3 against 39.3 us at M = 32; at M = 4
+and 16 one weight warp a block (512 blocks) took 16.1 and 18.0 us against 20.8 and 20.4 us.
+:func:`choose` now sizes the blocks by the GPU's SM count, which gives the earlier choices on the
+other two layers.
 """
 
 from __future__ import annotations
@@ -340,19 +348,35 @@ PARAMS = {"NT", "MTILES", "WR", "WK", "MINB", "form"}  # what launch_w4a8_mma's 
 FORMS = {"direct": kernel, "tokens-inner": kernel_tokens_inner}  # the same arguments, the same launch
 
 
-def choose(m: int, n: int) -> dict:
-    """Tiles for ``m`` activation rows and ``n`` weight rows: the probe's winners on an H100
-    (scripts/probes/w4a8_variants.py). Wide layers have blocks enough with 2 x 4 warps up to 16
-    rows; above that, the activations' reads from L2 (every block reads all of its token tiles'
-    activations once) set the time, so the blocks take 128 weight rows (4 x 2 warps, two weight
-    tiles each) and the tokens-inner form. Narrower layers split K eight ways for more warps in
-    flight; above 16 rows, two weight tiles a warp halve the activation fragments each costs."""
+def _multiprocessors() -> int:
+    """This GPU's SM count (132 in the simulator: the H100 and H200 the rule below was measured on)."""
+    if on_simulator():
+        return 132
+    return cuda.get_current_device().MULTIPROCESSOR_COUNT
+
+
+def choose(m: int, n: int, sms: int | None = None) -> dict:
+    """Tiles for ``m`` activation rows and ``n`` weight rows on a GPU of ``sms`` multiprocessors
+    (this one's by default): the probe's winners (scripts/probes/w4a8_variants.py) on an H100 and an
+    H200 (132 SMs each), on 14336 x 4096, 8192 x 8192 and 4096 x 4096 layers, as one rule about the
+    number of blocks.
+
+    Up to 16 rows (one or two token tiles): 16 weight rows a warp, the direct form, 8 warps a block;
+    two weight warps a block (K split four ways) when that still gives 3 blocks an SM or more (14336
+    rows: 448 blocks), else one (K split eight ways: 8192 rows, 512 blocks, took 18.0 us at M = 16
+    on an H200 where two weight warps, 256 blocks, took 20.4 us). Above 16 rows every block reads all
+    of its token tiles' activations from L2, so blocks take as many weight rows as possible (32 a
+    warp, the tokens-inner form) while the grid still fills the GPU: 4 weight warps (128 rows) when
+    that gives at least 0.8 blocks an SM (14336 rows: 112 blocks), else 2 (8192 rows: 128 blocks of
+    64 rows took 35.5 us at M = 64 where 64 blocks of 128 took 53.8 us), else 1 (the direct form,
+    K split eight ways: 4096 rows)."""
+    sms = _multiprocessors() if sms is None else sms
     nt = min(MAX_NT, -(-m // 8))
-    if n >= 8192:
-        if m <= 16:
-            return dict(NT=nt, MTILES=1, WR=2, WK=4)
-        return dict(NT=nt, MTILES=2, WR=4, WK=2, form="tokens-inner")
-    return dict(NT=nt, MTILES=1 if m <= 16 else 2, WR=1, WK=8)
+    if m <= 16:
+        wr = 2 if n / 32 >= 3 * sms else 1
+        return dict(NT=nt, MTILES=1, WR=wr, WK=8 // wr)
+    wr = next((w for w in (4, 2) if n / (32 * w) >= 0.8 * sms), 1)
+    return dict(NT=nt, MTILES=2, WR=wr, WK=8 // wr, form="tokens-inner" if wr > 1 else "direct")
 
 
 def launch_w4a8_mma(out, a32, a_scale, w32, w_scales, **params):
