@@ -40,6 +40,11 @@ Measured on an H200 (2026-11-27, one run; "ratio" is the library's time over our
     W4A8 decode >= 50% of copy, M = 1 / 16 / 64       13.1 / 20.6 / 53.3 us: 63% / 40% / 16%        yes / no / no
       (against cuBLASLt int8 23.3 / 24.7 / 32.4 us: ours at 1.78x / 1.20x / 0.61x its speed)
 
+Then ``w4a8_mma.choose`` sized its blocks by the SM count (the rows above used 64 blocks of 128
+weight rows for 132 SMs above M = 16), and ``--skip pipelines,block,conv`` on another H200 gave
+13.0 / 18.1 / 35.7 us: 64% / 46% / 23% of the copy roofline, ours at 1.79x / 1.35x / 0.90x
+cuBLASLt int8's speed (23.3 / 24.4 / 32.2 us).
+
 Why the 4096^3 pipeline rows and W4A8 at M >= 16 stop short, measured: 06.1's and 05.6's readings
 (Nsight Compute: barrier waits and a partial wave; 1.8 warps a scheduler at 238 registers).
 """
