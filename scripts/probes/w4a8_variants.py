@@ -187,6 +187,13 @@ wr1 wk8 16.1 / 18.0 / 41.3 / 75.2; tc m2 wr1 wk8 18.4 / 17.1 / 38.4 / 49.2; tc t
 32.5. The 14336 x 4096 rule gave this layer 64 blocks of 128 rows above 16 rows (half the SMs idle)
 and 256 blocks of 32 rows up to 16; ``choose`` now sizes blocks by the SM count: 128 blocks of 64
 rows (tc ti m2 wr2 wk4) and 512 of 16 rows (m1 wr1 wk8) here, unchanged on the other two layers.
+Refuted the same day, then removed: "tc tw{T}", the tokens-inner form with T groups of warps along
+the activation rows in a block (each group half or a quarter of M; fewer sums a warp, the block's
+weight chunks shared through L1). M = 32 / 64 in us: on 8192 x 8192 the best, tw2 m2 wr1 wk4 27.7 /
+49.7 and tw2 m1 wr2 wk2 35.5 / 42.0, against tc ti m2 wr2 wk4 27.1 / 35.0; on 14336 x 4096 tw2 m2 wr2
+wk2 24.9 / 45.7 and tw4 m2 wr2 wk1 35.9 / 38.2, against tc ti m2 wr4 wk2 25.3 / 33.4. Level at
+M = 32, slower at 64 on both layers: reading the weights again from L1 for each group costs more
+than the warps it adds.
 
 One line per (variant, M); with $OUT set, also $OUT/w4a8_variants.json.
 """
