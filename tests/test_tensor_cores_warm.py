@@ -100,15 +100,13 @@ def test_catalogue_follows_the_notebooks_block_configs():
     assert configs <= in_catalogue, configs - in_catalogue
 
 
-def test_catalogue_follows_the_notebooks_pipeline_configs():
-    """Every PipelineConfig(...) that 06.1 and 06.2 build is in the warm-up's catalogue, so a
-    notebook whose tiles change cannot leave the shipped cache cold (a learner would wait minutes)."""
+def _notebook_pipeline_configs():
+    """The PipelineConfig(...) calls of 06.1 and 06.2 (as configs) and 06.4's Space(...) calls."""
     import ast
     import json
 
-    from kernel_lab.tensor_cores.configs import PipelineConfig
-
     from kernel_lab.tensor_cores import configs as configs_module
+    from kernel_lab.tensor_cores.configs import PipelineConfig
 
     root = Path(__file__).resolve().parents[1] / "solutions" / "06-tensor-cores"
     configs, spaces = set(), []
@@ -125,6 +123,16 @@ def test_catalogue_follows_the_notebooks_pipeline_configs():
                     configs.add(PipelineConfig(*[ast.literal_eval(a) for a in node.args], **kwargs))
                 elif called == "Space":
                     spaces.append(configs_module.Space(**{k.arg: ast.literal_eval(k.value) for k in node.keywords}))
+    return configs, spaces
+
+
+def test_catalogue_follows_the_notebooks_pipeline_configs():
+    """Every PipelineConfig(...) that 06.1 and 06.2 build is in the warm-up's catalogue, so a
+    notebook whose tiles change cannot leave the shipped cache cold (a learner would wait minutes)."""
+    from kernel_lab.tensor_cores import configs as configs_module
+    from kernel_lab.tensor_cores.configs import PipelineConfig
+
+    configs, spaces = _notebook_pipeline_configs()
     assert len(configs) == 3, configs  # 06.1's int8 and fp16 pipelines, 06.2's persistent fp16 one
     assert len(spaces) == 1, spaces  # 06.4's SPACE, enumerated with tile_k 64 as the notebook does
     configs |= set(configs_module.enumerate_pipeline_configs("float16", (9, 0), spaces[0], tile_k=(64,)))
@@ -393,3 +401,19 @@ def test_pretend_gpu_answers_as_a_gpu_process_does():
     run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split("\n")[:3] == ["9 0 'a'", "10 0 'a'", "8 9 ''"]
+
+
+def test_the_ratios_script_times_the_notebooks_pipelines():
+    """scripts/module06_ratios.py measures issue 10's goals on the pipelines the notebooks build (06.1's
+    int8 and fp16 tiles, 06.2's persistent fp16) and the int8 tiles made persistent the same way."""
+    import sys
+
+    from kernel_lab.tensor_cores.configs import PipelineConfig
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import module06_ratios as ratios
+
+    configs, _ = _notebook_pipeline_configs()
+    timed = {PipelineConfig(**c) for c in (ratios.FP16_06, ratios.INT8_06, ratios.FP16_P8)}
+    assert timed == configs
+    assert PipelineConfig(**ratios.INT8_P8) == PipelineConfig(**{**ratios.INT8_06, "persistent_group_m": 8})
