@@ -206,53 +206,6 @@ def _frame(MTILES: int, NT: int, WR: int, WK: int):
 
 
 @functools.cache
-def _chunk_steps(MTILES: int, NT: int):
-    """A chunk's steps in the tokens-inner order, used by :func:`kernel_tokens_inner` only:
-    ``load_tokens`` (every token tile's 32 bytes of this lane's K into ``x``, all loads issued
-    before any use), ``split_pairs`` (``x`` in place: words 2j, 2j + 1 become octet j's even bytes
-    and odd bytes, the B fragment of mma step j) and ``chunk_sums`` (the four ``mma`` steps
-    outermost over all ``MTILES x NT`` chains, so that the independent chains hide the
-    instruction's latency, then each chain's exact int32 sum scaled by its group's scale / 16 into
-    the float32 accumulators)."""
-    NACC = MTILES * NT * 4
-
-    @cuda.jit(device=True, inline="always")
-    def load_tokens(a32, arow, c, acol, x):
-        for nt in range(NT):
-            x[nt, 0], x[nt, 1], x[nt, 2], x[nt, 3] = load4(a32, (arow[nt], uint64(32) * c + acol))
-            x[nt, 4], x[nt, 5], x[nt, 6], x[nt, 7] = load4(a32, (arow[nt], uint64(32) * c + acol + uint64(4)))
-
-    @cuda.jit(device=True, inline="always")
-    def split_pairs(x):
-        for nt in range(NT):
-            for j in range(4):
-                even = byte_perm(x[nt, 2 * j], x[nt, 2 * j + 1], EVEN_BYTES)
-                x[nt, 2 * j + 1] = byte_perm(x[nt, 2 * j], x[nt, 2 * j + 1], ODD_BYTES)
-                x[nt, 2 * j] = even
-
-    @cuda.jit(device=True, inline="always")
-    def chunk_sums(lo, hi, x, d, sc, acc):
-        for i in range(NACC):
-            d[i] = int32(0)
-        for j in range(4):  # step j of every chain, then step j + 1: the chains interleave
-            for mt in range(MTILES):
-                for nt in range(NT):
-                    b = (mt * NT + nt) * 4
-                    d[b], d[b + 1], d[b + 2], d[b + 3] = mma_s8(lo[mt, 0, j], lo[mt, 1, j], hi[mt, 0, j],
-                                                                hi[mt, 1, j], x[nt, 2 * j], x[nt, 2 * j + 1],
-                                                                d[b], d[b + 1], d[b + 2], d[b + 3])
-        for mt in range(MTILES):
-            for nt in range(NT):
-                b = (mt * NT + nt) * 4
-                acc[b] += float32(d[b]) * sc[mt, 0]
-                acc[b + 1] += float32(d[b + 1]) * sc[mt, 0]
-                acc[b + 2] += float32(d[b + 2]) * sc[mt, 1]
-                acc[b + 3] += float32(d[b + 3]) * sc[mt, 1]
-
-    return load_tokens, split_pairs, chunk_sums
-
-
-@functools.cache
 def kernel(NT: int, MTILES: int = 2, WR: int = 2, WK: int = 4, MINB: int = 0):
     """The kernel: every warp loads its own activation fragments (from L1/L2). ``NT`` tiles of
     8 activation rows, ``MTILES`` tiles of 16 weight rows a warp, ``WR x WK`` warps a block;
@@ -300,17 +253,9 @@ def kernel_tokens_inner(NT: int, MTILES: int = 1, WR: int = 2, WK: int = 4, MINB
     then the four ``mma`` steps run outermost, each over every (weight tile, token tile) pair, so
     that ``MTILES x NT`` independent accumulator chains hide the instruction's latency (the direct
     form has ``MTILES`` chains of four dependent steps at a time). It holds every token tile's
-    activation bytes and int32 sums at once: registers for ``8 NT + 4 MTILES NT`` more words.
-
-    Tried on top of it and removed (H200, 2026-11-27; scripts/probes/w4a8_variants.py has the
-    numbers): K split over blocks with a fixed-order sum of the splits, the activations resident in
-    shared memory, and the weights staged by ``cp.async``. On the 14336 x 4096 layer none was faster
-    than this form at M = 16-64 (at N = K = 8192, M = 64 a split of 2 was 5% ahead, one run). At
-    M = 64 (m2 wr4 wk2) this form is limited by its warps' latency at 1.8 warps a scheduler (238
-    registers), not by DRAM (21%) or the issue rate (25%); the forms that add warps (resident) pay
-    for it in instructions, those that add blocks (split) do not make each SM faster."""
+    activation bytes and int32 sums at once: registers for ``8 NT + 4 MTILES NT`` more words (what
+    limits it at M = 64, and the forms tried on top of it: the module's docstring)."""
     _, load_weights, unpack, _, _, _, _ = _parts(MTILES, NT)
-    load_tokens, split_pairs, chunk_sums = _chunk_steps(MTILES, NT)
     begin, finish = _frame(MTILES, NT, WR, WK)
     NACC = MTILES * NT * 4
 
@@ -333,10 +278,31 @@ def kernel_tokens_inner(NT: int, MTILES: int = 1, WR: int = 2, WK: int = 4, MINB
         c = uint64(wk)
         while c < uint64(chunks):
             load_weights(w32, w_scales, wrow, wmul, c, t, pw, sc)
-            load_tokens(a32, arow, c, acol, x)
+            for nt in range(NT):  # every load of the chunk in flight before the first use
+                x[nt, 0], x[nt, 1], x[nt, 2], x[nt, 3] = load4(a32, (arow[nt], uint64(32) * c + acol))
+                x[nt, 4], x[nt, 5], x[nt, 6], x[nt, 7] = load4(a32, (arow[nt], uint64(32) * c + acol + uint64(4)))
             unpack(pw, lo, hi)
-            split_pairs(x)
-            chunk_sums(lo, hi, x, d, sc, acc)
+            for nt in range(NT):  # in place: words 2j, 2j + 1 become octet j's even and odd bytes
+                for j in range(4):
+                    even = byte_perm(x[nt, 2 * j], x[nt, 2 * j + 1], EVEN_BYTES)
+                    x[nt, 2 * j + 1] = byte_perm(x[nt, 2 * j], x[nt, 2 * j + 1], ODD_BYTES)
+                    x[nt, 2 * j] = even
+            for i in range(NACC):
+                d[i] = int32(0)
+            for j in range(4):  # step j of every chain, then step j + 1: the chains interleave
+                for mt in range(MTILES):
+                    for nt in range(NT):
+                        b = (mt * NT + nt) * 4
+                        d[b], d[b + 1], d[b + 2], d[b + 3] = mma_s8(lo[mt, 0, j], lo[mt, 1, j], hi[mt, 0, j],
+                                                                    hi[mt, 1, j], x[nt, 2 * j], x[nt, 2 * j + 1],
+                                                                    d[b], d[b + 1], d[b + 2], d[b + 3])
+            for mt in range(MTILES):  # each chain's exact int32 sum, scaled by its group's scale / 16
+                for nt in range(NT):
+                    b = (mt * NT + nt) * 4
+                    acc[b] += float32(d[b]) * sc[mt, 0]
+                    acc[b + 1] += float32(d[b + 1]) * sc[mt, 0]
+                    acc[b + 2] += float32(d[b + 2]) * sc[mt, 1]
+                    acc[b + 3] += float32(d[b + 3]) * sc[mt, 1]
             c += uint64(WK)
         finish(acc, a_scale, out, wr, wk, lane, g, t, row0, tok0)
 
