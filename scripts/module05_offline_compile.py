@@ -58,8 +58,9 @@ def _compile_all(cc=(9, 0)):
         "w4a8_gemm": (K.w4a8_gemm, (i32m, f32v, i32m, f32m, f32m)),
     }
     w4a8_args = (i32m, f32v, i32m, f32m, f32m)
-    for m, n in ((1, 14336), (16, 14336), (64, 14336), (64, 4096)):  # the tensor-core W4A8's tiles at decode shapes
-        p = w4a8_mma.choose(m, n)
+    # the tensor-core W4A8's tiles at decode shapes, for a GPU of 132 SMs (H100, H200: no GPU to ask here)
+    for m, n in ((1, 14336), (16, 14336), (64, 14336), (64, 8192), (16, 8192), (64, 4096)):
+        p = w4a8_mma.choose(m, n, sms=132)
         form = p.get("form", "direct")
         kernels[f"w4a8_mma {form} M={m} N={n}"] = (w4a8_mma.FORMS[form](p["NT"], p["MTILES"], p["WR"], p["WK"]),
                                                     w4a8_args)
