@@ -129,3 +129,22 @@ def test_timing_excludes_the_hosts_launch_overhead():
 
     times = bench.time_ms(lambda: empty[1, 32](), warmup=3, repeat=20, flush_l2=False)
     assert sorted(times)[len(times) // 2] < 0.015, times
+
+
+def test_your_best_names_the_fastest_and_its_ratios(capsys):
+    slow = kl.Measurement("padded", 0.25, bytes=2e9 * 0.25, roofline="copy", roofline_value=3000.0)
+    fast = kl.Measurement("fast", 0.19, bytes=2e9 * 0.19 * 0.94 * 3000 / 2000, roofline="copy", roofline_value=3000.0)
+    pkg = kl.Measurement("package x16", 0.18)
+    lib = kl.Measurement("cupy.copyto", 0.54)
+    line = kl.your_best([slow, fast], package=pkg, library=lib, goal=0.8)
+    assert line == "your best kernel (fast): 94% of the copy roofline (goal 80%: met), 0.95x the package's best (package x16), 2.84x cupy.copyto"
+    assert capsys.readouterr().out.strip() == line
+    assert "NOT met" in kl.your_best([slow], goal=0.8)
+
+
+def test_your_best_under_the_simulator_and_bad_arguments():
+    assert "timing skipped" in kl.your_best([kl.Measurement("k", None)])
+    with pytest.raises(KernelLabArgumentError):
+        kl.your_best([0.2])
+    with pytest.raises(KernelLabArgumentError):
+        kl.your_best([kl.Measurement("k", 0.1)], goal=80)

@@ -52,7 +52,7 @@ else:  # the simulator's extensions now, so that the package's own modules (``@c
 from .environment import NotebookGated, current, gpu_info, on_simulator, setup  # noqa: E402
 from .sizes import adversarial_shapes, adversarial_sizes, blocks_for, sizes  # noqa: E402
 from .check import CheckFailed, check_array, check_kernel, tolerance  # noqa: E402
-from .bench import Measurement, benchmark, compare, rooflines, sweep  # noqa: E402
+from .bench import Measurement, benchmark, compare, rooflines, sweep, your_best  # noqa: E402
 from .plots import plot_bars, plot_roofline  # noqa: E402
 from .acquire import load_acquire, load_relaxed  # noqa: E402
 from .bitcast import bits_float, float_bits  # noqa: E402
@@ -63,6 +63,6 @@ __all__ = [
     "BACKEND", "NotebookGated", "setup", "current", "gpu_info", "on_simulator",
     "sizes", "adversarial_sizes", "adversarial_shapes", "blocks_for",
     "CheckFailed", "check_array", "check_kernel", "tolerance",
-    "Measurement", "benchmark", "compare", "rooflines", "sweep",
+    "Measurement", "benchmark", "compare", "rooflines", "sweep", "your_best",
     "plot_bars", "plot_roofline", "load_acquire", "load_relaxed", "float_bits", "bits_float",
 ]

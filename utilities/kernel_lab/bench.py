@@ -272,6 +272,46 @@ def compare(measurements, *, baseline: str | int = -1) -> str:
     return table
 
 
+def your_best(mine, *, package=None, library=None, goal: float | None = None) -> str:
+    """One line that tells the learner where their fastest kernel stands: the notebook's last word.
+
+    ``mine``: the learner's measurements (their fastest one is chosen); ``package``: the package's
+    best kernel for the same job, timed in the same run, where the notebook keeps one beside the
+    learner's; ``library``: what a user would call instead; ``goal``: the notebook's goal as a
+    fraction of the roofline (0.8 for "80% of the copy roofline"). Prints and returns, e.g.::
+
+        your best kernel (fast): 94% of the copy roofline (goal 80%: met), 2.87x cupy.copyto(out, a.T)
+
+    Under the simulator it says that no timing was taken. Every ratio is a speed ratio: above 1x
+    yours is faster.
+    """
+    ms = [mine] if isinstance(mine, Measurement) else list(mine)
+    others = [m for m in (package, library) if m is not None]
+    if not ms or not all(isinstance(m, Measurement) for m in ms + others):
+        raise KernelLabArgumentError("your_best() takes Measurements returned by kl.benchmark")
+    if goal is not None and not (isinstance(goal, (int, float)) and 0 < goal <= 2):
+        raise KernelLabArgumentError(f"goal is a fraction of the roofline (0.8 for 80%), got {goal!r}")
+    if any(m.ms is None for m in ms + others):
+        line = f"your best kernel: {SIMULATOR_NOTE}"
+        print(line)
+        return line
+    best = min(ms, key=lambda m: m.ms)
+    parts = []
+    if best.fraction is not None:
+        what = {"copy": "the copy roofline", "sgemm": "cuBLAS SGEMM", "dgemm": "cuBLAS DGEMM"}[best.roofline]
+        frac = f"{100 * best.fraction:.0f}% of {what}"
+        if goal is not None:
+            frac += f" (goal {100 * goal:.0f}%: {'met' if best.fraction >= goal else 'NOT met'})"
+        parts.append(frac)
+    if package is not None:
+        parts.append(f"{package.ms / best.ms:.2f}x the package's best ({package.name})")
+    if library is not None:
+        parts.append(f"{library.ms / best.ms:.2f}x {library.name}")
+    line = f"your best kernel ({best.name}): " + ", ".join(parts or [_fmt_time(best.ms)])
+    print(line)
+    return line
+
+
 def sweep(fn, values, *, desc: str = "sweep"):
     """``[fn(v) for v in values]`` with a progress bar (tqdm): for benchmarks over many sizes."""
     try:  # a graphical bar in JupyterLab when ipywidgets is there, a text bar otherwise

@@ -16,6 +16,7 @@ its first one vary from run to run (the simulator's threads interleave different
 
     kernel-lab mistakes           # (re)write docs/mistakes.md (in a checkout of the repository)
     kernel-lab mistakes --check   # exit 1 if the page lacks a mutant or quotes a message it no longer gives
+    kernel-lab mistakes --only 05.5   # rerun one notebook's mutants, keep the others' quotes
 """
 
 from __future__ import annotations
@@ -82,20 +83,32 @@ def load_mutation_tests(root: Path):
     return module
 
 
-def collect(root: Path, log=print) -> list[tuple[str, str, str, str]]:
-    """Run every mutant as the mutation test does; (exercise, notebook, id, summary) for each caught one."""
+def collect(root: Path, log=print, only: str | None = None) -> list[tuple[str, str, str, str]]:
+    """Run every mutant as the mutation test does; (exercise, notebook, id, summary) for each caught one.
+
+    ``only``: run just the mutants whose notebook path contains this text (say ``05.5``) and keep the
+    page's quotes for the others, so that a change to one notebook's checks rewrites its entries in
+    a minute instead of the whole page's run.
+    """
     tests = load_mutation_tests(root)
     import kernel_lab as kl
+    from tqdm import tqdm
 
     kl.setup(requires=["warp"], quiet=True)
     entries = []
-    for m in tests.MUTANTS:
+    kept = parse((Path(root) / PAGE).read_text()) if only and (Path(root) / PAGE).is_file() else {}
+    mutants = tests.MUTANTS
+    for m in tqdm(mutants, desc="mutants", unit="mutant", file=sys.stderr, disable=not sys.stderr.isatty()):
+        notebook = tests.PROGRAMS[m.program][0].removeprefix("solutions/")
+        if only and only not in notebook:
+            if m.id in kept:
+                entries.append((m.program, notebook, m.id, kept[m.id]))
+            continue
         with tests.judging():
             error = tests.run_program(m.program, m)
         if error is None or not isinstance(error, tests._caught_types()):
             log(f"not on the page: {m.id} ({'survived' if error is None else type(error).__name__})")
             continue
-        notebook = tests.PROGRAMS[m.program][0].removeprefix("solutions/")
 
         def again(m=m):
             with tests.judging():
@@ -128,12 +141,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="kernel-lab mistakes", description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", default=".", help="the repository root (default: here)")
     parser.add_argument("--check", action="store_true", help=f"exit 1 if {PAGE} differs from what would be written")
+    parser.add_argument("--only", metavar="TEXT",
+                        help="rerun only the mutants of notebooks whose path contains TEXT (e.g. 05.5); keep the rest")
     args = parser.parse_args(argv)
     root = Path(args.root).resolve()
     if not (root / MUTATION_TESTS).is_file():
         print(f"no {MUTATION_TESTS} under {root}: run this in a checkout of the repository", file=sys.stderr)
         return 2
-    text = render(collect(root))
+    text = render(collect(root, only=args.only))
     page = root / PAGE
     if args.check:
         if not page.is_file() or page.read_text() != text:
