@@ -11,7 +11,9 @@ Two things may be declared below, each with its reason:
 
 - ``RENAMES``: names that differ by design between the two copies (a constant the package prefixes
   because several kernels share its module, ``kl.float_bits`` in a notebook for ``float_bits`` in the
-  package). Both copies are compared after the renames.
+  package), or a name of the notebook's that stands for a literal of the package's (a factory's
+  parameter that the package's copy fixes: ``lookback_threads`` for ``32``). Both copies are compared
+  after the renames; a declared rename that the comparison does not need fails.
 - ``NOT_COPIES``: a package function that shares a notebook function's name but is another kernel
   (a generic name such as ``store`` or ``warp_sum``). Prefer renaming one of them; a declaration is
   for names that are the natural word in both places.
@@ -31,8 +33,15 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "utilities" / "kernel_lab"
 
 # (notebook file name, function name) -> {name in the notebook: name in the package}. A dotted name
-# ("kl.float_bits") stands for an attribute access in the notebook.
+# ("kl.float_bits") stands for an attribute access in the notebook; a value that is not a name ("32")
+# is a literal that the notebook's name, only ever read there, stands for.
 RENAMES: dict[tuple[str, str], dict[str, str]] = {
+    # 02.2 imports the bit casts as kl.*; the package's scans module imports them by name.
+    ("02.2-device-wide-scan.ipynb", "pack_status"): {"kl.float_bits": "float_bits"},
+    ("02.2-device-wide-scan.ipynb", "unpack_status"): {"kl.bits_float": "bits_float"},
+    # 02.2 builds the scan for two look-backs (make_single_pass(look_back, lookback_threads)); the
+    # package keeps the one the notebook ends with, the warp look-back: make_single_pass(look_back_warp, 32).
+    ("02.2-device-wide-scan.ipynb", "scan_single_pass"): {"look_back": "look_back_warp", "lookback_threads": "32"},
 }
 
 # (notebook file name, function name) -> why the package's function of that name is another kernel.
@@ -85,9 +94,15 @@ class _Rename(ast.NodeTransformer):
         self.renames = renames
 
     def visit_Name(self, node):
-        if node.id in self.renames:
-            return ast.copy_location(ast.Name(id=self.renames[node.id], ctx=node.ctx), node)
-        return node
+        if node.id not in self.renames:
+            return node
+        new = self.renames[node.id]
+        if new.isidentifier():
+            return ast.copy_location(ast.Name(id=new, ctx=node.ctx), node)
+        literal = ast.parse(new, mode="eval").body
+        if not isinstance(literal, ast.Constant) or not isinstance(node.ctx, ast.Load):
+            raise ValueError(f"{node.id} -> {new}: a name stands for a literal only where it is read")
+        return ast.copy_location(literal, node)
 
     def visit_Attribute(self, node):
         dotted = ast.unparse(node)
@@ -171,10 +186,11 @@ def _id(item) -> str:
 CASES = list(comparisons())
 
 
-def verdict(notebook: str, cell: str, source: str, fn: ast.FunctionDef, copies) -> str | None:
-    """None when the package holds the same code; else a message naming where the copies part."""
+def verdict(notebook: str, cell: str, source: str, fn: ast.FunctionDef, copies, renames=None) -> str | None:
+    """None when the package holds the same code; else a message naming where the copies part.
+    ``renames``: those declared for this function in RENAMES unless given."""
     key = (Path(notebook).name, fn.name)
-    ours = _normalised(fn, RENAMES.get(key))
+    ours = _normalised(fn, RENAMES.get(key) if renames is None else renames)
     differences = []
     for file, package_source, theirs in copies:
         pair = first_difference(ours, _normalised(theirs))
@@ -211,6 +227,18 @@ def test_declarations_name_pairs_that_exist():
     assert not stale, f"declared in tests/test_package_copies.py but no such notebook kernel with a package namesake: {stale}"
     both = sorted(set(RENAMES) & set(NOT_COPIES))
     assert not both, f"declared both a rename and another kernel: {both}"
+
+
+def test_each_declared_rename_is_needed():
+    """A rename that the copies compare equal without is stale (it could hide a later drift)."""
+    stale = []
+    for notebook, cell, source, fn, copies in CASES:
+        renames = RENAMES.get((Path(notebook).name, fn.name), {})
+        for name in renames:
+            fewer = {k: v for k, v in renames.items() if k != name}
+            if verdict(notebook, cell, source, fn, copies, fewer) is None:
+                stale.append(f"{Path(notebook).name} {fn.name}: {name}")
+    assert not stale, f"declared renames that the comparison does not need: {stale}"
 
 
 def test_the_comparison_can_fail():

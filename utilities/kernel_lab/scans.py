@@ -30,7 +30,8 @@ _S = _sizes(gpu=dict(threads=256, items=8, blocks_per_sm=8), sim=dict(threads=64
 THREADS = _S.threads  # threads per block (a multiple of 32)
 ITEMS = _S.items  # consecutive elements per thread in a scan tile
 TILE = THREADS * ITEMS  # elements per scan tile
-WARPS = THREADS // 32
+WARP = 32  # lanes in a warp
+WARPS = THREADS // WARP
 TOTALS = WARPS + 1  # a shared array's size must be a plain constant (an expression is refused on a GPU)
 BLOCKS_PER_SM = _S.blocks_per_sm
 FULL_MASK = 0xFFFFFFFF
@@ -249,7 +250,7 @@ def warp_max_u64(v):
 
 
 @cuda.jit
-def argmax_persistent(bits, out_key):
+def argmax_persistent(bits, key):
     """Grid-stride argmax: each thread keeps its best key, then warp, block, one atomic per block."""
     partial = cuda.shared.array(WARPS, uint64)
     best = uint64(0)
@@ -265,7 +266,7 @@ def argmax_persistent(bits, out_key):
     if warp == 0:
         best = warp_max_u64(partial[lane] if lane < WARPS else uint64(0))
         if lane == 0:
-            cuda.atomic.max(out_key, 0, best)
+            cuda.atomic.max(key, 0, best)
 
 
 def decode_argmax(key: int) -> tuple[float, int]:
@@ -371,7 +372,7 @@ def sum_launcher(kernel):
 @cuda.jit(device=True)
 def warp_inclusive_scan(v, lane):
     offset = 1
-    while offset < 32:
+    while offset < WARP:
         up = cuda.shfl_up_sync(FULL_MASK, v, offset)
         if lane >= offset:
             v += up
@@ -556,7 +557,7 @@ def scan_single_pass(x, out, ticket, flags, aggregates, prefixes):
     one per tile) start at 0; ``aggregates``/``prefixes`` (float32, one per tile) need no
     initialisation."""
     totals = cuda.shared.array(TOTALS, float32)
-    shared = cuda.shared.array(2, float32)
+    shared = cuda.shared.array(1, float32)
     tile_id = cuda.shared.array(1, int32)
     t = cuda.threadIdx.x
     if t == 0:
@@ -619,7 +620,7 @@ def reset_scratch(ticket, flags):
 # of the copy roofline (scripts/probes/scan_variants.py).
 
 
-@cuda.jit(device=True, forceinline=True)
+@cuda.jit(device=True)
 def pack_status(flag, value):
     """The status word: ``flag`` (0, 1, 2) in bits 32-63, the bits of float32 ``value`` in 0-31."""
     # float_bits is a uint32: widening an unsigned integer fills the high half with zeros (a signed
@@ -627,7 +628,7 @@ def pack_status(flag, value):
     return (uint64(flag) << uint64(32)) | uint64(float_bits(value))
 
 
-@cuda.jit(device=True, forceinline=True)
+@cuda.jit(device=True)
 def unpack_status(word):
     """(flag, value) of a status word."""
     return int32(word >> uint64(32)), bits_float(uint32(word & uint64(0xFFFFFFFF)))
