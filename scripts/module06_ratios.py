@@ -280,7 +280,7 @@ def main():
 
     import kernel_lab as kl
 
-    env = kl.setup(requires=["gpu", "nvmath", "cupy", "cc>=9.0"], quiet=True)
+    env = kl.environment.setup_command("scripts/module06_ratios.py", ["gpu", "nvmath", "cupy", "cc>=9.0"])
     from kernel_lab.tensor_cores import codegen_cache, gemm
 
     codegen_cache.enable(quiet=True)

@@ -148,3 +148,14 @@ def test_your_best_under_the_simulator_and_bad_arguments():
         kl.your_best([0.2])
     with pytest.raises(KernelLabArgumentError):
         kl.your_best([kl.Measurement("k", 0.1)], goal=80)
+
+
+@pytest.mark.skipif(not kl.on_simulator(), reason="the gate speaks where the GPU is missing")
+def test_a_gpu_command_without_a_gpu_says_so_in_one_line(capsys):
+    from kernel_lab import bench_ozaki
+
+    with pytest.raises(SystemExit) as stop:
+        bench_ozaki.main([])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("python -m kernel_lab.bench_ozaki: cannot run here: it needs a real GPU") and "\n" not in err

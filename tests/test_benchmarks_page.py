@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from kernel_lab import benchmarks_page
@@ -70,3 +71,7 @@ def test_the_kernel_lab_command_dispatches_its_subcommands(capsys):
     assert "BENCHMARKS.md is up to date" in capsys.readouterr().out
     assert cli.main(["--help"]) == 0 and "kernel-lab progress" in capsys.readouterr().out
     assert cli.main(["no-such-command"]) == 2
+    assert "unknown command 'no-such-command'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["colab-install", "--help"])
+    assert capsys.readouterr().out.startswith("usage: kernel-lab colab-install")

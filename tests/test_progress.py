@@ -60,6 +60,19 @@ def test_modules_come_from_the_notebook_path():
     assert progress.module_of(None) == progress.UNKNOWN_MODULE
 
 
+def test_a_notebook_run_outside_jupyterlab_is_filed_under_its_folders_module(tmp_path, monkeypatch):
+    # nbclient and nbval name no notebook, but start the kernel in the notebook's folder
+    folder = tmp_path / "course" / "05-quantization"
+    folder.mkdir(parents=True)
+    monkeypatch.chdir(folder)
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    env = {progress.DIR_ENV: str(tmp_path / "p")}
+    progress.passed("int8 quantize", environ=env)
+    (entry,) = progress.load(progress.progress_file(env))["passed"]
+    assert entry["module"] == "05" and entry["notebook"] is None
+    assert progress.module_of_folder(tmp_path) == progress.UNKNOWN_MODULE
+
+
 def _learner(folder, checks):
     env = {progress.DIR_ENV: str(folder)}
     for notebook, check in checks:

@@ -136,7 +136,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     import kernel_lab as kl
 
-    kl.setup(requires=["gpu", "nvmath", "cupy", "cc>=9.0", "cuda>=13"])
+    kl.environment.setup_command("python -m kernel_lab.bench_ozaki", ["gpu", "nvmath", "cupy", "cc>=9.0", "cuda>=13"])
     sizes = []
     for s in args.sizes.split(","):
         dims = [int(x) for x in s.split("x")]

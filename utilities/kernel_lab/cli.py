@@ -29,21 +29,27 @@ def _progress(argv) -> int:
     return 0
 
 
-def _delegate(module: str):
+def _delegate(module: str, command: str):
     def run(argv) -> int:
         import importlib
 
-        return importlib.import_module(f"kernel_lab.{module}").main(argv)
+        # argparse names the program after sys.argv[0]: let each subcommand's help and errors say
+        # "kernel-lab COMMAND", the way the learner typed it (modules that name themselves keep it).
+        saved, sys.argv[0] = sys.argv[0], f"kernel-lab {command}"
+        try:
+            return importlib.import_module(f"kernel_lab.{module}").main(argv)
+        finally:
+            sys.argv[0] = saved
     return run
 
 
 COMMANDS = {
     "progress": _progress,
-    "benchmarks": _delegate("benchmarks_page"),
-    "mistakes": _delegate("mistakes_page"),
-    "exercises": _delegate("exercises"),
-    "colab-install": _delegate("colab"),
-    "warm": _delegate("tensor_cores.warm"),
+    "benchmarks": _delegate("benchmarks_page", "benchmarks"),
+    "mistakes": _delegate("mistakes_page", "mistakes"),
+    "exercises": _delegate("exercises", "exercises"),
+    "colab-install": _delegate("colab", "colab-install"),
+    "warm": _delegate("tensor_cores.warm", "warm"),
 }
 
 
@@ -53,8 +59,12 @@ def main(argv=None) -> int:
     if argv[:1] in (["-h"], ["--help"]):
         print(usage)
         return 0
-    if not argv or argv[0] not in COMMANDS:
+    if not argv:
         print(usage, file=sys.stderr)
+        return 2
+    if argv[0] not in COMMANDS:
+        print(f"kernel-lab: unknown command {argv[0]!r} (the commands are {', '.join(COMMANDS)})\n\n{usage}",
+              file=sys.stderr)
         return 2
     return COMMANDS[argv[0]](argv[1:]) or 0
 

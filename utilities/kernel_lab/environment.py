@@ -289,6 +289,17 @@ def describe(env: Environment) -> str:
 _ENV: Environment | None = None
 
 
+def setup_command(command: str, requires=()) -> Environment:
+    """:func:`setup` for a command (a benchmark, a script) rather than a notebook: where this machine
+    lacks what the command needs, print one line saying so and exit with status 2, no traceback."""
+    try:
+        return setup(requires=requires, quiet=True)
+    except NotebookGated as gate:
+        reason = str(gate).replace("this notebook needs", "it needs", 1)
+        print(f"{command}: cannot run here: {reason}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def setup(requires=(), *, quiet: bool = False, numpy_only: bool = False) -> Environment:
     """First call of every notebook: report the machine, and stop if it lacks what we need.
 

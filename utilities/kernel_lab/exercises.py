@@ -307,6 +307,8 @@ def main(argv=None) -> int:
         states = [s for s in course_states(root, strict=args.strict) if s.kind != "in sync"]
         for s in states:
             print(("problem: " if s.problem else "") + s.message)
+        if not states:
+            print("course/ is in step with solutions/: every exercise notebook is what the generator writes")
         return 1 if any(s.problem for s in states) else 0
     generate(root, force=args.force)
     return 0

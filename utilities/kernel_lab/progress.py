@@ -95,6 +95,12 @@ def module_of(notebook: str | None) -> str:
     return m.group(1) if m else UNKNOWN_MODULE
 
 
+def module_of_folder(folder: Path) -> str:
+    """The module of the folder a kernel runs in: where nothing names the notebook (nbclient, nbval, a
+    workshop's CI run it outside JupyterLab), its kernel still starts in the notebook's folder."""
+    return module_of(str(Path(folder) / "notebook.ipynb"))
+
+
 def load(path: Path) -> dict:
     """The records of one progress file (an empty record for a missing or unreadable file)."""
     try:
@@ -121,7 +127,8 @@ def passed(check: str, *, notebook: str | None = None, environ=os.environ, now=N
                 entry["last"], entry["times"] = stamp, int(entry.get("times", 1)) + 1
                 break
         else:
-            data["passed"].append({"module": module_of(notebook), "notebook": name, "check": check,
+            module = module_of(notebook) if notebook else module_of_folder(Path.cwd())
+            data["passed"].append({"module": module, "notebook": name, "check": check,
                                    "first": stamp, "last": stamp, "times": 1})
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")

@@ -174,9 +174,15 @@ def catalogue(modules=ALL_MODULES, cc=(9, 0)) -> list[Job]:
     return jobs
 
 
+def _program_name() -> str:
+    """How the learner started this: ``kernel-lab warm``, ``kernel-lab-warm`` or ``python -m ...``."""
+    called = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return called if called.startswith("kernel-lab") else "python -m kernel_lab.tensor_cores.warm"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m kernel_lab.tensor_cores.warm",
+        prog=_program_name(),
         description="Compile the course's cuBLASDx kernels ahead of time (no GPU needed) and fill the "
                     f"compile caches in ${ENV_CACHE_DIR} (default ~/.cache/kernel_lab).")
     p.add_argument("--arch", default=DEFAULT_ARCHS, help="target architectures, comma-separated: sm_90,sm_100")
