@@ -116,3 +116,15 @@ def test_pending_notebooks_are_skipped_with_the_reason():
         reasons = " ".join(m.kwargs.get("reason", "") for m in item.markers)
         assert (conftest.PENDING_GPU_OUTPUTS in reasons) == conftest.pending_gpu_outputs(item.parent.path), \
             item.parent.path
+
+
+def test_setup_says_when_a_package_is_outside_the_tested_releases():
+    from kernel_lab.environment import untested_versions
+
+    assert untested_versions({"numba-cuda": "0.30.4", "numpy": "2.4.6", "nvmath-python": "1.0.0"}) == []
+    notes = untested_versions({"numba-cuda": "0.31.0", "numpy": "2.5.0", "nvmath-python": "1.0.2rc1"})
+    assert notes == [
+        "note: numba-cuda 0.31.0 is outside the releases this course is tested with (0.30.x); "
+        "if something breaks, see docs/dependencies.md",
+        "note: numpy 2.5.0 is outside the releases this course is tested with (2.0 or newer, before 2.5); "
+        "if something breaks, see docs/dependencies.md"]

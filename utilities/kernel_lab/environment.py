@@ -264,10 +264,46 @@ def _versions() -> dict:
     return out
 
 
+# The releases the course is tested with (pyproject.toml pins the same; docs/dependencies.md says
+# why each bound is there and what a release outside it would break). (lowest, first untested).
+TESTED = {
+    "numba-cuda": ((0, 30), (0, 31)),  # kernel_lab.simulator patches the simulator's internals
+    "nvmath-python": ((1, 0), (1, 1)),  # the cuBLASDx bindings kernel_lab.tensor_cores patches
+    "numpy": ((2, 0), (2, 5)),  # numba-cuda 0.30 calls np.row_stack, gone in NumPy 2.5
+}
+
+
+def _release(version: str) -> tuple[int, ...]:
+    parts = []
+    for piece in version.split(".")[:2]:
+        digits = re.match(r"\d+", piece)
+        if digits is None:
+            break
+        parts.append(int(digits.group()))
+    return tuple(parts)
+
+
+def untested_versions(versions: dict) -> list[str]:
+    """One sentence per installed package outside the range the course is tested with."""
+    notes = []
+    for dist, (low, high) in TESTED.items():
+        found = versions.get(dist)
+        if found is None:
+            continue
+        release = _release(found)
+        if release and not (low <= release < high):
+            lo, hi = ".".join(map(str, low)), ".".join(map(str, high))
+            span = f"{lo}.x" if high == (low[0], low[1] + 1) else f"{lo} or newer, before {hi}"
+            notes.append(f"note: {dist} {found} is outside the releases this course is tested with ({span}); "
+                         "if something breaks, see docs/dependencies.md")
+    return notes
+
+
 def describe(env: Environment) -> str:
     """The lines the setup cell prints."""
     v = env.versions
     pkgs = ", ".join(f"{k} {val}" for k, val in v.items())
+    notes = "".join(f"\n{n}" for n in untested_versions(v))
     if env.numpy_only:
         g = env.gpu
         head = ("No GPU needed: this notebook runs NumPy on the CPU" +
@@ -283,7 +319,7 @@ def describe(env: Environment) -> str:
         l2 = f", {g.l2_bytes / 2**20:.0f} MiB L2" if g.l2_bytes else ""
         head = (f"GPU: {g.name} (compute capability {cc}, {g.multiprocessors} SMs{mem}{l2}); "
                 f"driver supports CUDA {drv}")
-    return f"{head}\n{pkgs}"
+    return f"{head}\n{pkgs}{notes}"
 
 
 _ENV: Environment | None = None
