@@ -42,10 +42,22 @@ RENAMES: dict[tuple[str, str], dict[str, str]] = {
     # 02.2 builds the scan for two look-backs (make_single_pass(look_back, lookback_threads)); the
     # package keeps the one the notebook ends with, the warp look-back: make_single_pass(look_back_warp, 32).
     ("02.2-device-wide-scan.ipynb", "scan_single_pass"): {"look_back": "look_back_warp", "lookback_threads": "32"},
+    # 02.3 calls the package's helpers through its module (ref = kernel_lab.sgemm); the package calls
+    # them by name. The warp-tiled parts are one factory for every GemmTiles, whose constants the
+    # package prefixes with X (XWM, XBK: sgemm.py's module-level BK and TM are kernels 5 and 6's).
+    ("02.3-sgemm-progression.ipynb", "sgemm_vectorized"): {"ref.load_tiles_vec": "load_tiles_vec",
+                                                           "ref.store_block": "store_block"},
+    ("02.3-sgemm-progression.ipynb", "lane_map"): {"WM": "XWM", "WN": "XWN"},
+    ("02.3-sgemm-progression.ipynb", "one_tile"): {"BKX": "XBK"},
 }
 
 # (notebook file name, function name) -> why the package's function of that name is another kernel.
 NOT_COPIES: dict[tuple[str, str], str] = {
+    ("05-occupancy.ipynb", "fma_chains"): (
+        "01.5's latency experiment: `chains` dependent-FMA chains per element of x, built per chain count and "
+        "register cap by make_fma_chains; the package's fma_chains is 02.4's FMA-rate probe (eight chains, "
+        "float32 or float64, no input), which bench_sgemm times and 02.4's copy test holds. Chains of FMAs are "
+        "what both kernels are, and 01.5 prints the name in its reports and readings"),
 }
 
 

@@ -205,14 +205,14 @@ def _fma_kernel(dtype):
         return _FMA[dtype]
     from numba import cuda, float32, float64
 
-    t = float64 if dtype == np.float64 else float32
+    T = float64 if dtype == np.float64 else float32
 
     @cuda.jit
     def fma_chains(out, iterations):
-        x = t(cuda.threadIdx.x) * t(1e-3)
-        a0, a1, a2, a3 = x, x + t(1), x + t(2), x + t(3)
-        a4, a5, a6, a7 = x + t(4), x + t(5), x + t(6), x + t(7)
-        m, c = t(0.999), t(1e-4)
+        x = T(cuda.threadIdx.x) * T(1e-3)
+        a0, a1, a2, a3 = x, x + T(1), x + T(2), x + T(3)
+        a4, a5, a6, a7 = x + T(4), x + T(5), x + T(6), x + T(7)
+        m, c = T(0.999), T(1e-4)
         for _ in range(iterations):  # 8 independent chains: the FMA units, not latency, limit it
             a0 = a0 * m + c
             a1 = a1 * m + c

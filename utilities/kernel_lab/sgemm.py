@@ -565,13 +565,13 @@ def warptile_parts(cfg: GemmTiles):
         stash_a(a_t, s, ra, t)
         stash_b(b_t, s, rb, t)
 
-    @cuda.jit(device=True, forceinline=True)
+    @cuda.jit(device=True, inline="always")
     def lane_map(warp, lane):
         """(row, column) of the warp's tile in the block's, and (row, column) of the lane in the
         warp's 8 x 4 arrangement of threads."""
         return (warp // WARPS_N) * XWM, (warp % WARPS_N) * XWN, lane // 4, lane % 4
 
-    @cuda.jit(device=True, forceinline=True)
+    @cuda.jit(device=True, inline="always")
     def one_tile(a, b, a_t, b_t, ra, rb, acc, a_reg, b_reg, row0, col0, m, n, kk, t, wr, wc, tr, tc, fast, k0, s):
         """Double buffering, one tile: compute stage s (tile k0) while the next tile travels from
         device memory to registers, then to stage 1 - s."""
