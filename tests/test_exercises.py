@@ -233,10 +233,30 @@ def test_the_course_notebook_matches_its_solution(path):
     """course/ is what solutions/ generates. A learner's edits, runs and own notebooks are reported
     (the summary lists them as skipped), never failed; CI (KERNEL_LAB_STRICT_COURSE=1) fails on them."""
     state = _states(ROOT, strict=STRICT)[path.relative_to(ROOT).as_posix()]
+    verdict, message = _verdict(state)
+    if verdict == "fail":
+        pytest.fail(message)
+    if verdict == "skip":
+        pytest.skip(message)
+
+
+def _verdict(state) -> tuple[str, str]:
+    """Fail on the course's problems; list everything of the learner's (runs included) as skipped."""
     if state.problem:
-        pytest.fail(state.message)
-    if state.kind not in ("in sync", "run"):
-        pytest.skip(state.message)
+        return "fail", state.message
+    return ("pass", state.message) if state.kind == "in sync" else ("skip", state.message)
+
+
+def test_a_learners_run_edit_and_own_notebook_are_listed_not_failed(tmp_path):
+    root = _tree(tmp_path)
+    exercises.generate(root, log=lambda m: None)
+    course = root / "course" / "00-x" / "demo.ipynb"
+    nb = nbformat.read(course, as_version=4)
+    nb.cells[1].outputs = [new_output("stream", name="stdout", text="ran\n")]  # a run: outputs only
+    nbformat.write(nb, course)
+    nbformat.write(new_notebook(cells=[new_code_cell("print('mine')")]), root / "course" / "00-x" / "mine.ipynb")
+    verdicts = {path: _verdict(state)[0] for path, state in _states(root).items()}
+    assert verdicts == {"course/00-x/demo.ipynb": "skip", "course/00-x/mine.ipynb": "skip"}
 
 
 def test_the_course_folds_every_reading():

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from kernel_lab import exercises
+
 ROOT = Path(__file__).resolve().parents[1]
 TAG = "cpu-check"
 PRELUDE = textwrap.dedent("""
@@ -76,6 +78,8 @@ def test_solution_exercise_cells_pass_on_cpu(path):
 def test_course_stubs_are_reported_not_done(path):
     """Every exercise cell of course/ (stubs in place) fails its check with 'not done yet'."""
     course = ROOT / "course" / path.parent.name / path.name
+    if exercises.learner_edited(course):  # a learner's answers are theirs: solved stubs are no defect
+        pytest.skip(f"{course.relative_to(ROOT)}: you have edited it; your edits are kept (its stubs are not checked)")
     cells = tagged_cells(course)
     assert len(cells) == len(tagged_cells(path)), "course/ is out of date: run python -m kernel_lab.exercises"
     r = run_cells(cells)

@@ -26,7 +26,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-REPOSITORY = "kernel-lab/kernel-lab"  # owner/name on GitHub: NOT FINAL, the public address is not fixed yet
+REPOSITORY = "kernel-lab/kernel-lab"  # owner/name on GitHub: the one setting every badge and install is built from
 BRANCH = "main"
 PACKAGE = "kernel-lab"
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
