@@ -133,3 +133,41 @@ def test_schedule_arguments_are_checked_and_restored():
     with block_schedule("interleaved", slow_blocks=False):
         assert not schedule.slow_blocks
     assert schedule.slow_blocks
+
+
+def test_a_busy_machine_never_takes_the_turn_from_a_slow_holder(monkeypatch):
+    """The turn is taken from a holder that burns CPU without a scheduling point, never from one that
+    is only slow because the machine is busy (it waited, using no CPU): the schedule must not depend
+    on load (grid.py, TAKEOVER_CPU_S)."""
+    import threading
+    import time
+
+    from kernel_lab.simulator import grid
+
+    monkeypatch.setattr(grid, "TAKEOVER_CPU_S", 0.2)
+    monkeypatch.setattr(grid, "TAKEOVER_WALL_S", 30.0)
+
+    class Block:
+        def __init__(self, work):
+            self.stop = threading.Event()
+            self.threads = [threading.Thread(target=work, args=(self.stop,))]
+            self.threads[0].start()
+
+    def spin(stop):
+        while not stop.is_set():
+            pass
+
+    slow, spinning = Block(lambda stop: stop.wait(5)), Block(spin)
+    try:
+        watches = grid._Watch(slow), grid._Watch(spinning)
+        time.sleep(0.6)  # 0.6 s of wall clock: the sleeper used no CPU, the spinner up to 0.6 s
+        deadline = time.monotonic() + 5
+        while not watches[1].stuck(spinning) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert watches[1].stuck(spinning)
+        assert not watches[0].stuck(slow)
+        assert not watches[1].stuck(slow)  # a watch speaks only of the holder it watches
+    finally:
+        for block in (slow, spinning):
+            block.stop.set()
+            block.threads[0].join()

@@ -45,6 +45,7 @@ from __future__ import annotations
 import random
 import sys
 import threading
+import time
 
 from .errors import KernelLabSimulatorError
 from .frames import format_site, user_frame
@@ -57,6 +58,51 @@ ORDERS = ("in order", "reverse", "interleaved")
 HOLD_CHANCE = 0.25
 HOLD_POINTS_PER_BLOCK = 6
 HOLD_SEED_OFFSET = 0x51_0B  # the slow-block generator's seed is the schedule's seed plus this
+
+
+# When may a waiting block take the turn from the block that holds it? Only when the holder runs on
+# without ever reaching a scheduling point (a spin on plain loads) or waits on something only another
+# block can give. A wall-clock timeout cannot tell that from a holder that is merely slow because the
+# machine is busy (a loaded CI runner): the schedule then depended on load, and a look-back check
+# flaked. So the holder's *CPU time* is what counts: its threads must burn TAKEOVER_CPU_S seconds of
+# CPU without a scheduling point. A holder that uses no CPU at all (it waits) is taken over after
+# TAKEOVER_WALL_S seconds; where a thread's CPU clock cannot be read, after that too.
+TAKEOVER_CPU_S = 2.0
+TAKEOVER_WALL_S = 60.0
+
+
+def _cpu_seconds(runner) -> float | None:
+    """The CPU time the threads of a block (``runner``) have used so far, or None where the OS does
+    not say (each thread's clock is read through ``time.pthread_getcpuclockid``: Linux and most Unix)."""
+    clock_of = getattr(time, "pthread_getcpuclockid", None)
+    if clock_of is None or runner is None:
+        return None
+    total = 0.0
+    for thread in getattr(runner, "threads", ()):
+        if thread.ident is None or not thread.is_alive():
+            continue
+        try:
+            total += time.clock_gettime(clock_of(thread.ident))
+        except (OSError, ValueError):  # the thread ended between the test and the read
+            continue
+    return total
+
+
+class _Watch:
+    """How long the current holder has held the turn, in its CPU time and on the wall clock."""
+
+    def __init__(self, holder):
+        self.holder, self.cpu, self.wall = holder, _cpu_seconds(holder), time.monotonic()
+
+    def stuck(self, holder) -> bool:
+        """Has ``holder`` (still the holder) run or waited long enough to be taken over?"""
+        if holder is not self.holder:
+            return False
+        waited = time.monotonic() - self.wall
+        if self.cpu is None:
+            return waited > TAKEOVER_WALL_S
+        now = _cpu_seconds(holder)
+        return (now is not None and now - self.cpu > TAKEOVER_CPU_S) or waited > TAKEOVER_WALL_S
 
 
 class GridStall(KernelLabSimulatorError):
@@ -159,11 +205,15 @@ class GridBaton:
     def started(self, runner):
         """A block's threads are about to start: wait for its turn."""
         with self.cond:
+            watch = _Watch(self.holder)
             while self.holder is not runner and self.holder is not None:
                 if self.stall is not None:
                     raise self.stall
-                if not self.cond.wait(2.0):
-                    self.holder = runner  # the holder spins without scheduling points: take over
+                if not self.cond.wait(0.5):
+                    if watch.stuck(self.holder):
+                        self.holder = runner  # the holder spins without scheduling points: take over
+                    elif watch.holder is not self.holder:
+                        watch = _Watch(self.holder)
             self.holder = runner
             self.cond.notify_all()
 
@@ -225,15 +275,19 @@ class GridBaton:
                 if self.holder is runner or self.holder is None:
                     self._hand_over(runner)
                 self.cond.notify_all()
+                watch = _Watch(self.holder)
                 while self.holder is not runner and self.holder is not None:
                     if self.stall is not None:
                         raise self.stall
                     if runner.aborted:
                         return
-                    if not self.cond.wait(2.0):
-                        # Nobody handed the baton over for 2 s: its holder spins without
-                        # scheduling points, or waits on something only we can give. Take it.
-                        self.holder = runner
+                    if not self.cond.wait(0.5):
+                        if watch.stuck(self.holder):
+                            # The holder burnt TAKEOVER_CPU_S of CPU without a scheduling point (it
+                            # spins on plain loads), or waits on something only we can give: take it.
+                            self.holder = runner
+                        elif watch.holder is not self.holder:
+                            watch = _Watch(self.holder)
                 self.holder = runner
             finally:
                 self.waiting[runner] -= 1
