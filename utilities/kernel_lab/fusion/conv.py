@@ -22,8 +22,9 @@ The variants, one idea each (the notebook predicts, then measures, each one's ef
   reusing each loaded input COB times and each weight PX times;
 * :func:`igemm_launcher`: the convolution as an implicit GEMM on CUDA cores, ``y[b] = W' @ im2col(x[b])``
   with im2col never stored: module 02's warp-tiled, double-buffered SGEMM (``kl.sgemm.warptile_parts``)
-  with a B loader that gathers x on the fly (:func:`igemm_kernel`'s ``gather_x``) and a bias + ReLU
-  epilogue; the weights reordered once by :func:`prepare_weights`.
+  with a B loader that gathers x on the fly (:func:`igemm_kernel`'s ``gather_x_hoisted``: 03.2's
+  ``gather_x`` with its tests hoisted and an unsigned index) and a bias + ReLU epilogue; the weights
+  reordered once by :func:`prepare_weights`.
 """
 
 from __future__ import annotations
@@ -288,11 +289,12 @@ def launch_smem_weights(y, x, w, bias):
 # --- 6. input tile with halo in shared memory --------------------------------------------------
 
 
-@cuda.jit(device=True, forceinline=True)
-def stage_tile(x, tile, b, c, oy0, ox0, h, wd, t, nthreads):
+@cuda.jit(device=True, inline="always")
+def stage_tile(x, tile, b, c, oy0, ox0, h, wd, t):
     """The (TILE+2) x (TILE+2) input pixels of channel ``c`` that the block's TILE x TILE outputs
-    read: rows oy0-1 .. oy0+TILE, columns ox0-1 .. ox0+TILE; 0 outside the image (the padding)."""
-    for e in range(t, (TILE + 2) * (TILE + 2), nthreads):
+    read: rows oy0-1 .. oy0+TILE, columns ox0-1 .. ox0+TILE; 0 outside the image (the padding). The
+    block's TILE x TILE threads share the copy (``t``: this thread's index in the block)."""
+    for e in range(t, (TILE + 2) * (TILE + 2), TILE * TILE):
         r, q = e // (TILE + 2), e % (TILE + 2)
         iy, ix = oy0 + r - 1, ox0 + q - 1
         tile[r, q] = x[b, c, iy, ix] if 0 <= iy < h and 0 <= ix < wd else float32(0)
@@ -310,7 +312,7 @@ def conv_smem_tile(x, w, bias, y):
     stage_weights(w, w_s, o, cin, t, TILE * TILE)
     acc = float32(0)
     for c in range(cin):
-        stage_tile(x, tile, b, c, oy0, ox0, h, wd, t, TILE * TILE)
+        stage_tile(x, tile, b, c, oy0, ox0, h, wd, t)
         cuda.syncthreads()  # the tile (and, the first time, the weights) complete
         for i in range(3):
             for j in range(3):
@@ -396,7 +398,7 @@ def launch_register_blocked(y, x, w, bias):
 #
 # The GEMM parts (A = W' loads, shared-memory stages, the warp-tiled multiply-adds, double
 # buffering with two tiles per trip) are module 02's (kl.sgemm.warptile_parts); only the B loader
-# (gather_x / stash_x) and the NCHW epilogue are new.
+# (gather_x_hoisted, or 03.2's gather_x, and stash_x) and the NCHW epilogue are new.
 
 IGEMM_TILES = _sizes(
     gpu=dict(c=dict(bm=64, bn=128, bk=16, wm=64, wn=32, tm=8, tn=4, threads=128, max_registers=168)),
@@ -444,8 +446,8 @@ _IGEMM_KERNELS: dict = {}
 
 def igemm_kernel(cfg, gather=None):
     """The implicit-GEMM kernel for tile configuration ``cfg`` (a double-buffered GemmTiles), built
-    from module 02's parts. ``gather`` replaces the package's :func:`gather_x`-style loader (a device
-    function with its signature)."""
+    from module 02's parts. ``gather`` replaces the package's loader, ``gather_x_hoisted`` (a device
+    function with 03.2's ``gather_x`` signature)."""
     from .. import sgemm
 
     key = (cfg, gather)
@@ -470,10 +472,14 @@ def igemm_kernel(cfg, gather=None):
     FAR = -(1 << 20)  # a row that is never inside the image: columns past the last pixel read 0
 
     @cuda.jit(device=True, forceinline=True)
-    def gather_x(x, rb, xb, c0, di, dj, ph, pw, cin, h, wd, t):
+    def gather_x_hoisted(x, rb, xb, c0, di, dj, ph, pw, cin, h, wd, t):
         """Device memory -> registers: this thread's share of the next BK x BN tile of X_b = im2col(x[b]).
         The tile is one window offset (di, dj) = (i - 1, j - 1) and channels c0 .. c0 + BK - 1; x[b]
-        starts at xb; the thread's pixels are (ph[u], pw[u]), its rows r0, r0 + RP, ..."""
+        starts at xb; the thread's pixels are (ph[u], pw[u]), its rows r0, r0 + RP, ...
+
+        03.2's gather_x (the learner's) with two changes its measurement reading describes: the rows
+        still inside C_in decided once per tile, with a branch that loads without any test when every
+        row is a real channel, and an unsigned index (no wrap-around test for a negative one)."""
         r0 = t // TPR
         hw = h * wd
         for u in range(NQ):
@@ -493,7 +499,7 @@ def igemm_kernel(cfg, gather=None):
                     rb[u * NR + v] = x[idx] if v * RP < rows else float32(0)
                     idx += np.uint64(RP * hw)
 
-    GATHER = gather or gather_x
+    GATHER = gather or gather_x_hoisted
 
     @cuda.jit(device=True, forceinline=True)
     def stash_x(b_t, s, rb, t):
