@@ -12,8 +12,8 @@ instead, with the warp-level instructions of :mod:`kernel_lab.mma_ptx`:
   ``ldmatrix`` brings each k-step's (head_dim 128 with two m-tiles);
 * ``S = Q K^T`` is ``mma.m16n8k16`` with K's fragments read by ``ldmatrix`` (K stored ``[key, d]``
   is ``K^T`` stored column-major: no transpose);
-* the softmax runs on the ``S`` fragment in registers (``fragment_softmax``, notebook 04.4's second
-  exercise): a lane holds two rows (``g`` and ``g + 8``), so a row's max is its lane's max combined
+* the softmax runs on the ``S`` fragment in registers (``fragment_softmax_two_chains``: notebook 04.4's
+  second exercise, each row's max and sum in two independent chains): a lane holds two rows (``g`` and ``g + 8``), so a row's max is its lane's max combined
   over the four lanes of its quad (two shuffles); the row sums stay per lane until the end;
 * the C fragment of ``m16n8`` has exactly the A fragment's layout of ``m16n8k16``, so ``P`` goes from
   float32 registers to packed fp16 (or bf16) registers and into the second product with no data
@@ -50,23 +50,25 @@ LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 
 
-def fragment_softmax_reference():
-    """The online-softmax step on one block's S fragment, as a Numba device function (notebook 04.4's
-    second exercise; the package's copy).
+def fragment_softmax_two_chains():
+    """The online-softmax step on one block's S fragment, as a Numba device function: notebook 04.4's
+    second exercise (``fragment_softmax``), with each row's max and each row's sum of ``p`` kept in
+    two independent chains (each step of one chain waits for the one before: two chains, half the
+    wait). The kernel's default; :class:`FlashAttention` takes the learner's through ``softmax=``.
 
-    ``m0, m1, l0, l1 = fragment_softmax(s, acc, m0, m1, l0, l1, scale_log2)``: ``s`` holds this lane's
-    ``4 * n_tiles`` raw scores ``q.k`` of one key block (masked ones are ``-inf``), in the C-fragment
-    layout of ``mma.m16n8``: ``s[4 nt + 0..1]`` are row ``g``'s keys ``8 nt + 2t, + 1``, ``s[4 nt + 2..3]``
-    row ``g + 8``'s. ``m0, m1`` are the running maxima of the raw scores of rows ``g`` and ``g + 8``
-    (the whole row's: the four lanes of a quad agree on them), ``l0, l1`` this lane's part of the
-    normalisers. It turns ``s`` into ``p = 2^(s * scale_log2 - m * scale_log2)`` with the new maxima,
-    rescales ``acc`` (the O fragment, same row layout) and ``l`` by ``alpha = 2^((m_old - m_new) *
+    ``m0, m1, l0, l1 = fragment_softmax_two_chains(s, acc, m0, m1, l0, l1, scale_log2)``: ``s`` holds
+    this lane's ``4 * n_tiles`` raw scores ``q.k`` of one key block (masked ones are ``-inf``), in
+    the C-fragment layout of ``mma.m16n8``: ``s[4 nt + 0..1]`` are row ``g``'s keys ``8 nt + 2t, + 1``,
+    ``s[4 nt + 2..3]`` row ``g + 8``'s. ``m0, m1`` are the running maxima of the raw scores of rows
+    ``g`` and ``g + 8`` (the whole row's: the four lanes of a quad agree on them), ``l0, l1`` this lane's
+    part of the normalisers. It turns ``s`` into ``p = 2^(s * scale_log2 - m * scale_log2)`` with the new
+    maxima, rescales ``acc`` (the O fragment, same row layout) and ``l`` by ``alpha = 2^((m_old - m_new) *
     scale_log2)``, and returns the new ``m0, m1, l0, l1``.
     """
     NEG_INF = float32(-math.inf)
 
     @cuda.jit(device=True, inline="always")
-    def fragment_softmax(s, acc, m0, m1, l0, l1, scale_log2):
+    def fragment_softmax_two_chains(s, acc, m0, m1, l0, l1, scale_log2):
         nt_count = len(s) // 4
         mx0, mx0b = m0, s[0]  # this lane's max of each row, in two independent chains
         mx1, mx1b = m1, s[2]  # (each step waits for the one before: two chains, half the wait)
@@ -109,7 +111,7 @@ def fragment_softmax_reference():
                 acc[x * 4 + 3] *= alpha1
         return mx0, mx1, l0 * alpha0 + sum0, l1 * alpha1 + sum1
 
-    return fragment_softmax
+    return fragment_softmax_two_chains
 
 
 @functools.lru_cache(maxsize=None)
@@ -178,7 +180,7 @@ def _build(head_dim: int, block_n: int, warps: int, m_tiles: int, precision: str
     Q_LOADS = BM * CH // NT
     mma = ptx.mma_bf16 if precision == "bfloat16" else ptx.mma_f16
     pack = ptx.pack_bf16x2 if precision == "bfloat16" else ptx.pack_f16x2
-    update = softmax or fragment_softmax_reference()
+    update = softmax or fragment_softmax_two_chains()
     NEG_INF = float32(-math.inf)
 
     ROW = 2 * D  # bytes of a tile row
