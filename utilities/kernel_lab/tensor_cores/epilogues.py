@@ -316,13 +316,11 @@ def row_softmax_partial(tile_m: int, build_fn=None) -> Epilogue:
     def build():
         @cuda.jit(device=True, inline="always")
         def prepare(lrow, value, stats, args):
-            alpha = args[0]
-            cuda.atomic.max(stats, lrow, alpha * value)
+            cuda.atomic.max(stats, lrow, args[0] * value)
 
         @cuda.jit(device=True, inline="always")
         def store(out, bz, row, col, lrow, value, stats, args):
-            alpha = args[0]
-            e = math.exp(alpha * value - stats[lrow])
+            e = math.exp(args[0] * value - stats[lrow])
             out[bz, row, col] = e
             cuda.atomic.add(stats, tile_m + lrow, e)
 
