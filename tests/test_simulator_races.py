@@ -507,3 +507,29 @@ def test_simulator_events_measure_wall_clock():
     assert 15.0 < start.elapsed_time(end) < 2000.0
     with pytest.raises(ValueError, match="never recorded"):
         start.elapsed_time(cuda.event())
+
+
+@cuda.jit
+def _read_unwritten(out):
+    tile = cuda.shared.array(4, np.float32)
+    i = cuda.threadIdx.x
+    if i < 2:
+        tile[i] = 1.0
+    cuda.syncthreads()
+    out[i] = tile[i]  # elements 2 and 3 were never written
+
+
+@simulator_part
+def test_memory_nobody_wrote_reads_the_same_poison_on_every_machine():
+    """Shared and device memory start as garbage on a GPU; here they hold 0x7B bytes, so that a check's
+    message about an element nobody wrote does not depend on this process's leftovers."""
+    from kernel_lab.simulator.shared_memory import POISON_BYTE
+
+    poison32 = np.frombuffer(bytes([POISON_BYTE]) * 4, np.float32)[0]
+    out = cuda.device_array(4, np.float32)
+    assert np.all(out.copy_to_host() == poison32)  # before the kernel: device memory
+    _read_unwritten[1, 4](out)
+    assert list(out.copy_to_host()) == [1.0, 1.0, poison32, poison32]
+    assert np.isfinite(poison32) and abs(poison32) > 1e30  # finite, and no value a check expects
+    ints = cuda.device_array_like(np.zeros((2, 3), np.int32)).copy_to_host()
+    assert np.all(ints == int.from_bytes(bytes([POISON_BYTE]) * 4, "little"))

@@ -23,6 +23,8 @@ On a GPU (simulator off) `install()` does nothing and returns False.
 import sys
 import threading
 
+import numpy as np
+
 _installed = False
 
 _ATOMIC_NAMES = (
@@ -106,6 +108,26 @@ def _patch():
     for name, function in warp.FUNCTIONS.items():
         if not hasattr(cuda, name):
             setattr(cuda, name, function)
+
+    # Device memory starts as whatever was there before, on a GPU as here; but np.ndarray (which the
+    # simulator's device_array is) hands over this process's leftovers, different from machine to
+    # machine, and a check's message about an element nobody wrote would change with them (the
+    # mistakes page quoted 4.58e-41 on one machine). Poisoned bytes read the same everywhere.
+    from numba.cuda.simulator.cudadrv import devicearray as sim_devicearray
+
+    original_device_array = sim_devicearray.device_array
+
+    def device_array(*args, **kwargs):
+        array = original_device_array(*args, **kwargs)
+        raw = array._ary
+        if raw.size and raw.dtype.itemsize:
+            raw.fill(np.frombuffer(bytes([shared_memory.POISON_BYTE]) * raw.dtype.itemsize, raw.dtype)[0])
+        return array
+
+    device_array.__doc__ = original_device_array.__doc__
+    sim_devicearray.device_array = device_array  # device_array_like calls it from this module
+    for namespace in (cuda, sim):
+        namespace.device_array = device_array
 
     # Shared memory: per-block arrays, tracked for races when race detection is on.
     original_array = kernelapi.FakeCUDAShared.array

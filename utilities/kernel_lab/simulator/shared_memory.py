@@ -147,6 +147,9 @@ def _as_dtype(dtype):
     return np.dtype(dtype)
 
 
+POISON_BYTE = 0x7B  # every byte of a static shared array, and of a device array, before a kernel writes it
+
+
 def shared_array(runner, shape, dtype):
     """What ``cuda.shared.array(shape, dtype)`` returns to a thread of `runner`'s block.
 
@@ -170,7 +173,14 @@ def shared_array(runner, shape, dtype):
             count = runner.dynshared_size // dtype.itemsize
             data = np.frombuffer(runner.dynshared.data, dtype=dtype, count=count)
         else:
-            data = np.empty(shape, dtype)
+            # Shared memory starts as whatever the last kernel left; a kernel that reads an element
+            # before any thread wrote it is wrong. np.empty would hand it what this process's memory
+            # held, which differs from machine to machine and run to run, and so would the check's
+            # message. A fixed poison makes the mistake read the same value everywhere (0x7B bytes:
+            # 1.3e36 as float32, 61280 as float16, 0x7B7B7B7B as int32: finite, and nothing a check
+            # expects).
+            count = int(np.prod(shape, dtype=np.int64))
+            data = np.full(count * dtype.itemsize, POISON_BYTE, np.uint8).view(dtype).reshape(shape)
         runner.shared_names[id(data)] = (name, "dynamic shared memory" if dynamic else "shared")
         tracker = runner.tracker
         if tracker is None:
