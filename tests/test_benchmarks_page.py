@@ -75,3 +75,18 @@ def test_the_kernel_lab_command_dispatches_its_subcommands(capsys):
     with pytest.raises(SystemExit):
         cli.main(["colab-install", "--help"])
     assert capsys.readouterr().out.startswith("usage: kernel-lab colab-install")
+
+
+def test_the_learners_best_line_heads_the_page(tmp_path):
+    best = ("your best kernel (fast): 94% of the copy roofline (goal 80%: met), 2.87x cupy.copyto(out, a.T)\n")
+    nb = new_notebook(cells=[new_code_cell("x", outputs=[new_output("stream", name="stdout", text=OUTPUT)]),
+                             new_code_cell("kl.your_best(...)", outputs=[new_output("stream", name="stdout", text=best)]),
+                             new_code_cell("kl.your_best(...)", outputs=[new_output(
+                                 "stream", name="stdout", text="your best kernel: timing skipped: simulator\n")])])
+    assert benchmarks_page.best_lines(nb) == [("fast", "94% of the copy roofline (goal 80%: met), "
+                                                        "2.87x cupy.copyto(out, a.T)")]
+    (tmp_path / "solutions" / "00-x").mkdir(parents=True)
+    nbformat.write(nb, tmp_path / "solutions" / "00-x" / "demo.ipynb")
+    page = benchmarks_page.render(tmp_path)
+    assert "| `00-x/demo` | fast | 94% of the copy roofline (goal 80%: met), 2.87x cupy.copyto(out, a.T) |" in page
+    assert page.index("The learner's best kernel") < page.index("## `00-x/demo`")

@@ -136,6 +136,21 @@ def gpu_of(nb) -> str | None:
     return None
 
 
+_BEST = re.compile(r"^your best kernel (?:\((?P<name>[^)]*)\))?:?\s*(?P<rest>.*)$", re.M)
+
+
+def best_lines(nb) -> list[tuple[str, str]]:
+    """(kernel, what it reached) from the line each measured notebook ends with, ``kl.your_best``'s:
+    ``your best kernel (fast): 94% of the copy roofline (goal 80%: met), 1.00x the package's best``."""
+    found = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            for m in _BEST.finditer(readings._output_text(output)):
+                if "timing skipped" not in m.group("rest"):
+                    found.append((m.group("name") or "", m.group("rest").strip()))
+    return found
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|") or "–"
 
@@ -149,14 +164,25 @@ def render(root: Path) -> str:
            "*of roofline*: the fraction of this GPU's measured ceiling (copy: device-to-device copy bandwidth; "
            "sgemm/dgemm: cuBLAS's rate). *vs library peer*: the library kernel's time over this kernel's "
            "(above 1: faster than the library), from the same table.", ""]
-    pending = []
+    pending, sections, best = [], [], []
     for path in notebooks:
         nb = nbformat.read(path, as_version=4)
         rows = kernels(nb)
         rel = path.relative_to(root / "solutions").with_suffix("").as_posix()
+        best += [(rel, name, rest) for name, rest in best_lines(nb)]
         if not rows:
             pending.append(rel)
             continue
+        sections += [(rel, nb, rows)]
+    if best:
+        out += ["## The learner's best kernel, notebook by notebook", "",
+                "The line each measured notebook ends with (`kl.your_best`): the fastest kernel the learner "
+                "writes (the solution's), against the roofline and the notebook's goal, beside the package's "
+                "best and the library, from the same run.", "",
+                "| notebook | your best kernel | reached |", "| --- | --- | --- |"]
+        out += [f"| `{rel}` | {_cell(name)} | {_cell(rest)} |" for rel, name, rest in best]
+        out.append("")
+    for rel, nb, rows in sections:
         out += [f"## `{rel}`", "", f"GPU: {gpu_of(nb) or 'not printed'}", "",
                 "| kernel | time | of roofline | vs library peer |", "| --- | ---: | ---: | --- |"]
         out += [f"| {_cell(r.kernel)} | {_cell(r.time)} | {_cell(r.roofline)} | {_cell(r.peer_ratio)} |"
