@@ -6,8 +6,9 @@ versions, used by the notebooks that come after the exercise and by ``kernel_lab
 Slicing (notebook 07.2), memory-bound:
   ``row_exponents``   one block per row of A: ``e = frexp(max |row|)[1]``;
   ``col_exponents``   a 2D grid over B: per-column maxima by block reduction and ``atomic.max``;
-  ``slice_rows``      A (M, K) -> digits (s, Mp, Kp): four elements per thread, four digits packed
-                      into one 32-bit store per slice;
+  ``slice_rows_packed``  A (M, K) -> digits (s, Mp, Kp): four elements per thread, four digits
+                      packed into one 32-bit store per slice (07.2's ``slice_rows``: one element and
+                      one byte store per thread and slice);
   ``slice_cols``      B (K, N) -> digits (s, Np, Kp): K must become the contiguous dimension (INT8
                       tensor cores read both operands K-major), so B goes through a shared-memory
                       tile, as in module 01's transpose.
@@ -15,7 +16,7 @@ Slicing (notebook 07.2), memory-bound:
 
 Multiplying (notebooks 07.3-07.5), with cuBLASDx's pipeline API on INT8 tensor cores:
   ``pair_products``   unfused: one block per (output tile, slice pair); each stores its INT32
-                      product; ``reconstruct_pairs`` then builds float64;
+                      product; ``reconstruct`` (07.3's kernel) then builds float64;
   ``diagonal_sums``   partly fused: one block per (output tile, diagonal); the pairs of a diagonal
                       stream through one accumulator (``reset_tile`` moves the pipeline to the next
                       pair); ``reconstruct_diagonals`` builds float64;
@@ -141,18 +142,17 @@ class OzakiConfig:
 def row_exponents_kernel():
     """``row_exponents[M, ROW_THREADS](a, e, bad)``: per-row exponents; ``bad[row] = 1`` (and e = 0)
     for a row holding Inf or NaN."""
-    T = ROW_THREADS
+    THREADS = ROW_THREADS
 
     @cuda.jit
     def row_exponents(a, e, bad):
         row = cuda.blockIdx.x
         tid = cuda.threadIdx.x
-        best = cuda.shared.array(T, np.float64)
-        odd = cuda.shared.array(T, np.int32)  # 1 where the thread saw Inf or NaN
-        k = a.shape[1]
+        best = cuda.shared.array(THREADS, np.float64)
+        odd = cuda.shared.array(THREADS, np.int32)  # 1 where the thread saw Inf or NaN
         amax = 0.0
         seen = 0
-        for j in range(tid, k, T):
+        for j in range(tid, a.shape[1], THREADS):
             v = abs(a[row, j])
             if math.isinf(v) or math.isnan(v):  # no exponent for this row: it is sliced as zeros
                 seen = 1
@@ -161,7 +161,7 @@ def row_exponents_kernel():
         best[tid] = amax
         odd[tid] = seen
         cuda.syncthreads()
-        half = T // 2
+        half = THREADS // 2
         while half > 0:
             if tid < half:
                 best[tid] = max(best[tid], best[tid + half])
@@ -217,13 +217,13 @@ def col_exponents_kernels():
 
 @functools.lru_cache(maxsize=None)
 def slice_rows_kernel(slices: int):
-    """``slice_rows[grid, block](a, e, bad, words)``: A (M, K) float64 -> digits viewed as int32
-    words ``(s, Mp, Kp // 4)``; thread (word, row) from ``cuda.grid(2)``."""
+    """``slice_rows_packed[grid, block](a, e, bad, words)``: A (M, K) float64 -> digits viewed as
+    int32 words ``(s, Mp, Kp // 4)``; thread (word, row) from ``cuda.grid(2)``."""
     S = slices
     P = scaled_bits(S)
 
     @cuda.jit
-    def slice_rows(a, e, bad, words):
+    def slice_rows_packed(a, e, bad, words):
         w, row = cuda.grid(2)
         if row >= words.shape[1] or w >= words.shape[2]:
             return
@@ -250,7 +250,7 @@ def slice_rows_kernel(slices: int):
         for t in range(S):
             words[t, row, w] = packed[t]
 
-    return slice_rows
+    return slice_rows_packed
 
 
 @cuda.jit(device=True)
@@ -304,36 +304,49 @@ def slice_cols_kernel(slices: int):
 
 @functools.lru_cache(maxsize=None)
 def reconstruct_kernel(slices: int, from_pairs: bool):
-    """``reconstruct[grid, (32, 8)](parts, ea, eb, alpha, beta, c)``: float64 C from INT32 parts.
+    """``kernel[grid, (32, 8)](parts, ea, eb, alpha, beta, c)``: float64 C from INT32 parts.
 
-    ``parts`` holds the s(s+1)/2 pair products in the order of ``reference.triangular_pairs``
-    (``from_pairs``) or the s diagonal sums. Diagonals are added least significant first; beta
-    multiplies C once (and C is not read when beta is 0)."""
-    S = slices
+    ``from_pairs``: ``parts`` holds the s(s+1)/2 pair products in the order of
+    ``reference.triangular_pairs`` (the unfused method): ``reconstruct``, notebook 07.3's kernel.
+    Otherwise the s diagonal sums (the partly fused method): ``reconstruct_diagonals``. Diagonals are
+    added least significant first; beta multiplies C once (and C is not read when beta is 0)."""
+    SLICES = slices
+
+    if from_pairs:
+
+        @cuda.jit
+        def reconstruct(parts, ea, eb, alpha, beta, c):
+            col, row = cuda.grid(2)
+            if row < c.shape[0] and col < c.shape[1]:
+                shift = ea[row] + eb[col]
+                total = 0.0
+                for d in range(SLICES - 1, -1, -1):
+                    first = d * (d + 1) // 2  # pairs of diagonal d follow those of diagonals 0..d-1
+                    acc = 0
+                    for t in range(d + 1):
+                        acc += parts[first + t, row, col]  # in int64: exact
+                    total += math.ldexp(float(acc), shift - 12 - 8 * d)
+                if beta == 0.0:
+                    c[row, col] = alpha * total
+                else:
+                    c[row, col] = alpha * total + beta * c[row, col]
+
+        return reconstruct
 
     @cuda.jit
-    def reconstruct(parts, ea, eb, alpha, beta, c):
+    def reconstruct_diagonals(parts, ea, eb, alpha, beta, c):
         col, row = cuda.grid(2)
-        m, n = c.shape
-        if row >= m or col >= n:
-            return
-        shift = ea[row] + eb[col]
-        total = 0.0
-        for d in range(S - 1, -1, -1):
-            if from_pairs:
-                first = d * (d + 1) // 2  # pairs of diagonal d follow those of diagonals 0..d-1
-                acc = np.int64(0)
-                for t in range(d + 1):
-                    acc += parts[first + t, row, col]
+        if row < c.shape[0] and col < c.shape[1]:
+            shift = ea[row] + eb[col]
+            total = 0.0
+            for d in range(SLICES - 1, -1, -1):
+                total += math.ldexp(float(parts[d, row, col]), shift - 12 - 8 * d)
+            if beta == 0.0:
+                c[row, col] = alpha * total
             else:
-                acc = np.int64(parts[d, row, col])
-            total += math.ldexp(np.float64(acc), shift - 12 - 8 * d)
-        if beta == 0.0:
-            c[row, col] = alpha * total
-        else:
-            c[row, col] = alpha * total + beta * c[row, col]
+                c[row, col] = alpha * total + beta * c[row, col]
 
-    return reconstruct
+    return reconstruct_diagonals
 
 
 # ---------------------------------------------------------------------------------------------
