@@ -367,21 +367,21 @@ def test_w8a8_epilogue_missing_named():
 def test_w4a8_mistakes_named():
     # Each mistake in dot8 (the learner's part in 05.6) and in the group scale, on both of the
     # kernel's paths (16-byte rows and one word at a time: the default shapes have both).
-    def with_dot8(**dot8_globals):
-        bad8 = mutant(K.dot8, "even, odd = unpack_int4_word(p)", "even, odd = unpack_int4_word(p)", **dot8_globals)
+    def with_dot8(bad8):
         return mutant(K.w4a8_gemm, "acc = cuda.local.array(MT, float32)", "acc = cuda.local.array(MT, float32)",
                       dot8=bad8)
 
     def launch(kernel):
         return lambda o, a, sa, w, s: kernel[-(-o.shape[1] // 4), 128](a, sa, w, s, o)
 
-    no_sign = mutant(K.unpack_int4_word, [("    even |= (even & uint32(0x08080808)) * uint32(30)", "    pass"),
-                                          ("    odd |= (odd & uint32(0x08080808)) * uint32(30)", "    pass")])
+    no_sign = mutant(K.dot8, [("    even |= (even & uint32(0x08080808)) * uint32(30)", "    pass"),
+                              ("    odd |= (odd & uint32(0x08080808)) * uint32(30)", "    pass")])
     with pytest.raises(CheckFailed, match="wrong sign extension"):
-        checks.check_w4a8_gemm(launch(with_dot8(unpack_int4_word=no_sign)), seed=27)
-    swapped = mutant(K.unpack_int4_word, "return int32(even), int32(odd)", "return int32(odd), int32(even)")
+        checks.check_w4a8_gemm(launch(with_dot8(no_sign)), seed=27)
+    swapped = mutant(K.dot8, [("EVEN_BYTES), int32(even), 0)", "EVEN_BYTES), int32(odd), 0)"),
+                              ("ODD_BYTES), int32(odd), d)", "ODD_BYTES), int32(even), d)")])
     with pytest.raises(CheckFailed, match="nibble order swapped"):
-        checks.check_w4a8_gemm(launch(with_dot8(unpack_int4_word=swapped)), seed=28)
+        checks.check_w4a8_gemm(launch(with_dot8(swapped)), seed=28)
     one_group = mutant(K.w4a8_gemm, [("s = w_scales[n, w // GROUP_WORDS]  # four", "s = w_scales[n, 0]  # four"),
                                      ("s = w_scales[n, w // GROUP_WORDS]\n", "s = w_scales[n, 0]\n")])
     with pytest.raises(CheckFailed, match="first group's scale"):
@@ -390,7 +390,7 @@ def test_w4a8_mistakes_named():
     no_vector_path = mutant(K.w4a8_gemm, "for w in range(4 * lane, words, 128):", "for w in range(words, words, 128):")
     with pytest.raises(CheckFailed, match="16-byte path"):
         checks.check_w4a8_gemm(launch(no_vector_path), seed=30)
-    no_row_scale = mutant(K.w4a8_gemm, "out[m, n] = v * a_scale[m]", "out[m, n] = v")
+    no_row_scale = mutant(K.w4a8_gemm, "out[m0 + i, n] = v * a_scale[m0 + i]", "out[m0 + i, n] = v")
     with pytest.raises(CheckFailed, match="activation row's scale is missing"):
         checks.check_w4a8_gemm(launch(no_row_scale), seed=31)
 

@@ -49,6 +49,8 @@ RENAMES: dict[tuple[str, str], dict[str, str]] = {
                                                            "ref.store_block": "store_block"},
     ("02.3-sgemm-progression.ipynb", "lane_map"): {"WM": "XWM", "WN": "XWN"},
     ("02.3-sgemm-progression.ipynb", "one_tile"): {"BKX": "XBK"},
+    # 04.2 names the full-warp mask (FULL = 0xFFFFFFFF); the package's warp_sum (05.5's) writes it out.
+    ("04.2-online-softmax.ipynb", "warp_sum"): {"FULL": "0xFFFFFFFF"},
 }
 
 # (notebook file name, function name) -> why the package's function of that name is another kernel.
@@ -58,6 +60,11 @@ NOT_COPIES: dict[tuple[str, str], str] = {
         "register cap by make_fma_chains; the package's fma_chains is 02.4's FMA-rate probe (eight chains, "
         "float32 or float64, no input), which bench_sgemm times and 02.4's copy test holds. Chains of FMAs are "
         "what both kernels are, and 01.5 prints the name in its reports and readings"),
+    ("04-warp-primitives.ipynb", "warp_sum"): (
+        "01.4's first shuffle reduction: shfl_down_sync, the sum valid in lane 0 only (its check probes how "
+        "often each lane is counted); the package's warp_sum is the butterfly of 04.2 and 05.5 "
+        "(shfl_xor_sync, the sum in every lane), which the ternary GEMMs call. \"The warp's sum\" is the "
+        "natural name in all three notebooks, and 01.4's checks, mutants and prose use it"),
 }
 
 

@@ -211,7 +211,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "utilities"))
 import numpy as np  # noqa: E402
 
 import kernel_lab as kl  # noqa: E402
-from numba import cuda, float32, int32, uint64  # noqa: E402  (after kernel_lab)
+from numba import cuda, float32, int32, uint32, uint64  # noqa: E402  (after kernel_lab)
 
 from kernel_lab.quant import integer as qref  # noqa: E402
 from kernel_lab.quant import kernels as qk  # noqa: E402
@@ -226,8 +226,13 @@ halves_x16 = qk.int4_halves_x16  # (even, odd) nibbles as signed bytes times 16:
 
 @cuda.jit(device=True, inline="always")
 def halves_sext(p):
-    """(even, odd) nibbles of ``p`` sign-extended to bytes: the package's ``unpack_int4_word``."""
-    return qk.unpack_int4_word(p)
+    """(even, odd) nibbles of ``p`` sign-extended to bytes, as the package's ``dot8`` unpacks them."""
+    p = uint32(p)
+    even = p & uint32(0x0F0F0F0F)
+    odd = (p >> uint32(4)) & uint32(0x0F0F0F0F)
+    even |= (even & uint32(0x08080808)) * uint32(30)  # 8 * 30 = 0xF0: sign bits fill each byte's top
+    odd |= (odd & uint32(0x08080808)) * uint32(30)
+    return int32(even), int32(odd)
 
 
 def make_w4a8(chunks: int, x16: bool):

@@ -1109,28 +1109,22 @@ def launch_dp4a_gemm_naive(c, a32, b32):
 
 # --- 05.6 W4A8: INT4 weights unpacked in the kernel, for decode shapes ---------------------------
 
-@cuda.jit(device=True)
-def unpack_int4_word(p):
-    """Eight INT4 values (one packed word, element 8w+2i in the low nibble of byte i) as two words of
-    four sign-extended int8: the even elements and the odd ones."""
+MT = 4  # activation rows per pass over a weight row (accumulators per lane)
+
+
+@cuda.jit(device=True, inline="always")
+def dot8(p, x0, x1):
+    """The exact sum of eight products: weight word ``p`` (eight INT4, element 8w+2i in the low nibble
+    of byte i) times the activation words ``x0`` (elements 0-3) and ``x1`` (4-7), with two DP4As: the
+    word unpacked into two words of four sign-extended int8, the even elements and the odd ones, and
+    the activations' bytes regrouped to match."""
     p = uint32(p)
     even = p & uint32(0x0F0F0F0F)
     odd = (p >> uint32(4)) & uint32(0x0F0F0F0F)
     even |= (even & uint32(0x08080808)) * uint32(30)  # 8 * 30 = 0xF0: sign bits fill each byte's top
     odd |= (odd & uint32(0x08080808)) * uint32(30)
-    return int32(even), int32(odd)
-
-
-MT = 4  # activation rows per pass over a weight row (accumulators per lane)
-
-
-@cuda.jit(device=True, forceinline=True)
-def dot8(p, x0, x1):
-    """The exact sum of eight products: weight word ``p`` (eight INT4) times the activation words
-    ``x0`` (elements 0-3) and ``x1`` (4-7), with two DP4As."""
-    even, odd = unpack_int4_word(p)
-    d = dp4a(byte_perm(x0, x1, EVEN_BYTES), even, 0)
-    return dp4a(byte_perm(x0, x1, ODD_BYTES), odd, d)
+    d = dp4a(byte_perm(x0, x1, EVEN_BYTES), int32(even), 0)
+    return dp4a(byte_perm(x0, x1, ODD_BYTES), int32(odd), d)
 
 
 @cuda.jit
@@ -1170,8 +1164,8 @@ def w4a8_gemm(a32, a_scale, w32, w_scales, out):
                         d = dot8(p0, x0, x1) + dot8(p1, x2, x3) + dot8(p2, x4, x5) + dot8(p3, x6, x7)
                         acc[i] += float32(d) * s
         else:
-            for w in range(lane, words, 32):
-                p = w32[n, w]
+            for w in range(lane, words, 32):  # one word per lane
+                p = w32[n, w]  # loaded and unpacked once for the MT activation rows
                 s = w_scales[n, w // GROUP_WORDS]
                 for i in range(MT):
                     m = m0 + i
@@ -1179,9 +1173,8 @@ def w4a8_gemm(a32, a_scale, w32, w_scales, out):
                         acc[i] += float32(dot8(p, a32[m, 2 * w], a32[m, 2 * w + 1])) * s
         for i in range(MT):
             v = warp_sum_f32(acc[i])
-            m = m0 + i
-            if lane == 0 and m < out.shape[0]:
-                out[m, n] = v * a_scale[m]
+            if lane == 0 and m0 + i < out.shape[0]:
+                out[m0 + i, n] = v * a_scale[m0 + i]
 
 
 def launch_w4a8_gemm(out, a32, a_scale, w32, w_scales):
