@@ -86,12 +86,31 @@ def pytest_report_header(config):
     return f"kernel_lab: GPU {g.name}, compute capability {g.compute_capability}, full-size notebooks"
 
 
+def pytest_xdist_auto_num_workers(config):
+    """How many workers ``-n auto`` (set in pyproject.toml) starts: one per CPU core, at most 8.
+
+    On a GPU, one: the notebooks run at full size, and several at once would share the GPU's memory
+    and time (and nbval's notebooks would wait on each other's kernels). KERNEL_LAB_TEST_WORKERS
+    overrides both.
+    """
+    wanted = os.environ.get("KERNEL_LAB_TEST_WORKERS")
+    if wanted:
+        return max(1, int(wanted))
+    if not on_simulator():
+        return 1
+    return max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups
 def pytest_collection_modifyitems(config, items):
     reasons: dict[Path, list[str]] = {}
     for item in items:
         if type(item).__name__ != "IPyNbCell":
             continue
         path = Path(str(item.parent.path))
+        # A notebook's cells share one Jupyter kernel and run in order: they stay on one worker
+        # (``--dist loadgroup``); every other test goes to whichever worker is free.
+        item.add_marker(pytest.mark.xdist_group(path.relative_to(Path(__file__).resolve().parent).as_posix()))
         if path not in reasons:
             reasons[path] = unmet_requirements(notebook_requirements(path), simulator=on_simulator(),
                                                gpu=gpu_info())

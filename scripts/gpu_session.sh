@@ -25,9 +25,11 @@ export CUBLAS_EMULATION_STRATEGY=${CUBLAS_EMULATION_STRATEGY:-eager}
 log=$out/session.log
 say() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$log"; }
 
-if ! python3 -c "import nvmath, nbclient, nbval" 2>/dev/null && [ -d .whl ]; then
-  python3 -m pip install -q --no-index --find-links .whl nvmath-python nvidia-libmathdx-cu13 \
-    nvidia-cuda-cccl nbval nbclient ipykernel "numpy<2.5" || exit 1
+# WARM=0 (no module 06/07 notebook follows): nvmath-python and MathDx are not needed, nor carried.
+if [ "${WARM:-1}" = 1 ]; then mathdx="nvmath-python nvidia-libmathdx-cu13 nvidia-cuda-cccl"; probe="import nvmath, nbclient, nbval"
+else mathdx=""; probe="import nbclient, nbval, ipykernel"; fi
+if ! python3 -c "$probe" 2>/dev/null && [ -d .whl ]; then
+  python3 -m pip install -q --no-index --find-links .whl $mathdx nbval nbclient ipykernel "numpy<2.5" || exit 1
   say "wheels installed"
 fi
 warm_dir=/tmp/kl_warm
