@@ -51,6 +51,9 @@ def run_checks(sim: bool, results: dict):
     checks.check_affine_rows(K.launch_affine_quantize_rows)
     checks.check_int4_quantize(K.launch_int4_quantize)
     checks.check_int4_dequantize(K.launch_int4_dequantize)
+    checks.check_int4_quantize(lambda p, s, x: K.launch_int4_quantize_rows(p, s, x, form="x8"),
+                               name="int4 quantize rows x8")
+    checks.check_int4_dequantize(K.launch_int4_dequantize_tile4, name="int4 dequantize tile4")
     checks.check_ternary_quantize(K.launch_ternary_quantize)
     checks.check_int8_rows(K.launch_int8_rows)
     checks.check_ternary_gemm(K.launch_ternary_gemm, **small)
@@ -130,6 +133,8 @@ def memory_bound(sim: bool, results: dict):
         ("int8 per token, team per row (package)", lambda: K.launch_int8_rows_fast(q2, rs, x2), 5 * n),
         ("int4 quantize, 2-D grid, uint64 (package)",
          lambda: K.launch_int4_quantize_rows(pk, gs, x2, unsigned=True), int4_bytes),
+        ("int4 quantize, a group on 16 lanes (package)",
+         lambda: K.launch_int4_quantize_rows(pk, gs, x2, form="x8"), int4_bytes),
         ("int4 dequantize, tile4 (package)", lambda: K.launch_int4_dequantize_tile4(out2, pk, gs), int4_bytes),
         ("ternary absmean + pack, x16 (package, 2 passes)", lambda: K.launch_ternary_quantize_fast(tp, ts, x2),
          8 * n + n // 4),

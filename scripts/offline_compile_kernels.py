@@ -37,7 +37,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = {"02": sorted((ROOT / "solutions/02-reductions-and-gemm").glob("*.ipynb")),
              "03": sorted((ROOT / "solutions/03-fusion").glob("*.ipynb")),
-             "05": [ROOT / "solutions/05-quantization/05.3-fp8-e4m3-e5m2.ipynb",
+             "05": [ROOT / "solutions/05-quantization/05.2-int4-groups.ipynb",
+                    ROOT / "solutions/05-quantization/05.3-fp8-e4m3-e5m2.ipynb",
                     ROOT / "solutions/05-quantization/05.4-nvfp4-and-mx.ipynb"]}
 
 RESULTS = {}  # (kernel name, argument types) -> line printed
@@ -319,6 +320,10 @@ def drive_05(dev):
     yield "int4 quantize (flat grid)", lambda: K.launch_int4_quantize(pk, sc, xq)
     yield "int4 quantize rows (2-D grid)", lambda: K.launch_int4_quantize_rows(pk, sc, xq)
     yield "int4 quantize rows (2-D grid, unsigned)", lambda: K.launch_int4_quantize_rows(pk, sc, xq, unsigned=True)
+    yield "int4 quantize rows x8 (a group on 16 lanes)", lambda: K.launch_int4_quantize_rows(pk, sc, xq, form="x8")
+    po, so = dev((rows, 151), np.uint8), dev((rows, 3), np.float32)  # a width that is not 16-byte aligned
+    fo2 = dev((rows, 301), np.float32)
+    yield "int4 dequantize (one thread per byte)", lambda: K.launch_int4_dequantize(fo2, po, so)
     yield "int4 dequantize tile4", lambda: K.launch_int4_dequantize_tile4(fo, pk, sc)
     mm, nn, kw = 136, 260, 72  # K = 288 int8 values, 72 words
     a32, b32k, c32 = dev((mm, kw), np.int32), dev((kw, nn), np.int32), dev((mm, nn), np.int32)

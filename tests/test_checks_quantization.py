@@ -23,6 +23,7 @@ from kernel_lab.checks import quantization as checks  # noqa: E402
 from kernel_lab.quant import dp4a as dp4a_mod  # noqa: E402
 from kernel_lab.quant import integer as ref  # noqa: E402
 from kernel_lab.quant import kernels as K  # noqa: E402
+from kernel_lab.quant import int4 as I4  # noqa: E402  (05.2's kernels, the notebook's names)
 
 SIZES = [("block-1", 63), ("3 blocks+7", 199)]
 SHAPES4 = [("1 x 1", (1, 1)), ("3 x 129", (3, 129)), ("2 x 301", (2, 301))]
@@ -220,39 +221,53 @@ def test_affine_saturation_missing_named():
         checks.check_affine_rows(lambda q, s, z, x, lo, hi: bad[(1, 3), (16, 16)](x, lo, hi, q, s, z), seed=9)
 
 
-# --- INT4 ----------------------------------------------------------------------------------------
+# --- INT4 (05.2: kernel_lab.quant.int4, the notebook's kernels under the notebook's names) -------
 
-def int4_q_launcher(kernel):
+def int4_flat(quad_codes=None, group_codes=None, quantize_group=None):
+    """Exercise 1's flat-grid quantizer built on a (mutated) quad_codes, group_codes or quantize_group."""
+    if quad_codes is not None:
+        group_codes = mutant(I4.group_codes, "m = warp_max_f32", "m = warp_max_f32", quad_codes=quad_codes)
+    qg = quantize_group or (mutant(I4.quantize_group, "cols = x.shape[1]", "cols = x.shape[1]", group_codes=group_codes)
+                            if group_codes else I4.quantize_group)
+    bad = mutant(I4.int4_quantize_groups, "warp = (", "warp = (", quantize_group=qg)
+
     def launch(p, s, x):
         warps = x.shape[0] * -(-x.shape[1] // 128)
-        kernel[-(-warps // 4), 128](x, p, s)
+        bad[-(-warps // 4), 128](x, p, s)
     return launch
 
 
 def test_int4_nibble_order_swapped_named():
-    bad = mutant(K.int4_quantize_groups, [("uint8((q0 & 0xF) | ((q1 & 0xF) << 4))", "uint8((q1 & 0xF) | ((q0 & 0xF) << 4))"),
-                                          ("uint8((q2 & 0xF) | ((q3 & 0xF) << 4))", "uint8((q3 & 0xF) | ((q2 & 0xF) << 4))")])
+    bad = mutant(I4.quad_codes, "(q0 & 0xF) | ((q1 & 0xF) << 4), (q2 & 0xF) | ((q3 & 0xF) << 4)",
+                 "(q1 & 0xF) | ((q0 & 0xF) << 4), (q3 & 0xF) | ((q2 & 0xF) << 4)")
     with pytest.raises(CheckFailed, match="nibble order swapped"):
-        checks.check_int4_quantize(int4_q_launcher(bad), shapes=SHAPES4[1:2], seed=10)
+        checks.check_int4_quantize(int4_flat(quad_codes=bad), shapes=SHAPES4[1:2], seed=10)
+
+
+def test_int4_codes_not_masked_named():
+    bad = mutant(I4.quad_codes, "(q0 & 0xF) | ((q1 & 0xF) << 4), (q2 & 0xF) | ((q3 & 0xF) << 4)",
+                 "q0 | (q1 << 4), q2 | (q3 << 4)")
+    with pytest.raises(CheckFailed, match="codes not masked to 4 bits"):
+        checks.check_int4_quantize(int4_flat(quad_codes=bad), shapes=SHAPES4[1:2], seed=17)
 
 
 def test_int4_ties_away_named():
-    bad = mutant(K.int4_quantize_groups, [(f"q{i} = min(max(round(v{i} / s), -8), 7)",
-                                           f"q{i} = min(max(int(math.floor(abs(v{i} / s) + 0.5)) * (1 if v{i} >= 0 else -1), -8), 7)")
-                                          for i in range(4)], math=__import__("math"))
+    bad = mutant(I4.quad_codes, [(f"q{i} = round_clamp_fadd(v{i} / s, float32(-8.0), float32(7.0))",
+                                   f"q{i} = min(max(int(math.floor(abs(v{i} / s) + 0.5)) * (1 if v{i} >= 0 else -1), -8), 7)")
+                                  for i in range(4)], math=__import__("math"))
     with pytest.raises(CheckFailed, match="ties are rounded away from zero"):
-        checks.check_int4_quantize(int4_q_launcher(bad), shapes=SHAPES4[1:2], seed=11)
+        checks.check_int4_quantize(int4_flat(quad_codes=bad), shapes=SHAPES4[1:2], seed=11)
 
 
 def test_int4_odd_tail_dropped_named():
-    bad = mutant(K.int4_quantize_groups, "    if c0 < cols:\n", "    if c0 + 1 < cols:\n")
+    bad = mutant(I4.quantize_group, "    if c0 < cols:  # the odd tail", "    if c0 + 1 < cols:  # the odd tail")
     with pytest.raises(CheckFailed, match="odd tail was dropped"):
-        checks.check_int4_quantize(int4_q_launcher(bad), shapes=SHAPES4[1:], seed=12)
+        checks.check_int4_quantize(int4_flat(quantize_group=bad), shapes=SHAPES4[1:], seed=12)
 
 
 def test_int4_scale_per_row_named():
     def launch(p, s, x):
-        K.launch_int4_quantize(p, s, x)
+        I4.launch_int4_quantize(p, s, x)
         h = x.copy_to_host()
         row = np.where(np.abs(h).max(1) > 0, np.abs(h).max(1) / np.float32(7), 1).astype(np.float32)
         s.copy_to_device(np.repeat(row[:, None], s.shape[1], 1))
@@ -260,30 +275,30 @@ def test_int4_scale_per_row_named():
         checks.check_int4_quantize(launch, shapes=[("2 x 301", (2, 301))], seed=13)
 
 
-def int4_dq_launcher(kernel):
-    return lambda o, p, s: kernel[(1, -(-p.shape[1] // 32)), (8, 32)](p, s, o)
+def int4_dq_launcher(nibble_value=None, dequantize_byte=None):
+    """Exercise 2's dequantizer built on a (mutated) nibble_value or dequantize_byte."""
+    db = dequantize_byte or (mutant(I4.dequantize_byte, "b = int32", "b = int32", nibble_value=nibble_value)
+                             if nibble_value else I4.dequantize_byte)
+    bad = mutant(I4.int4_dequantize, "r, j = cuda.grid(2)", "r, j = cuda.grid(2)", dequantize_byte=db)
+    return lambda o, p, s: bad[(-(-o.shape[0] // 8), -(-p.shape[1] // 32)), (8, 32)](p, s, o)
 
 
 def test_int4_sign_extension_named():
-    bad = mutant(K.int4_dequantize, [("lo = (b & 0xF) - ((b & 0x8) << 1)", "lo = b & 0xF"),
-                                     ("hi = ((b >> 4) & 0xF) - ((b >> 4) & 0x8) * 2", "hi = (b >> 4) & 0xF")])
+    bad = mutant(I4.nibble_value, "return float32(int32(v - ((v & 0x8) << 1)))", "return float32(int32(v))")
     with pytest.raises(CheckFailed, match="wrong sign extension"):
-        checks.check_int4_dequantize(int4_dq_launcher(bad), shapes=SHAPES4[1:], seed=14)
+        checks.check_int4_dequantize(int4_dq_launcher(nibble_value=bad), shapes=SHAPES4[1:], seed=14)
 
 
 def test_int4_dequantize_nibbles_swapped_named():
-    bad = mutant(K.int4_dequantize, [("out[r, 2 * j] = float32(lo) * s", "out[r, 2 * j] = float32(hi) * s"),
-                                     ("out[r, 2 * j + 1] = float32(hi) * s", "out[r, 2 * j + 1] = float32(lo) * s")])
+    bad = mutant(I4.nibble_value, "v = (h >> (4 * k)) & 0xF", "v = (h >> (4 * (k ^ 1))) & 0xF")
     with pytest.raises(CheckFailed, match="nibble order swapped"):
-        checks.check_int4_dequantize(lambda o, p, s: bad[(1, -(-p.shape[1] // 32)), (8, 32)](
-            p, s, o), shapes=[("2 x 256", (2, 256))], seed=15)
+        checks.check_int4_dequantize(int4_dq_launcher(nibble_value=bad), shapes=[("2 x 256", (2, 256))], seed=15)
 
 
 def test_int4_dequantize_odd_tail_named():
-    bad = mutant(K.int4_dequantize, "    if r >= out.shape[0] or j >= packed.shape[1]:",
-                 "    if r >= out.shape[0] or j >= out.shape[1] // 2:")
+    bad = mutant(I4.dequantize_byte, "    if j >= packed.shape[1]:", "    if j >= out.shape[1] // 2:")
     with pytest.raises(CheckFailed, match="odd tail was dropped"):
-        checks.check_int4_dequantize(int4_dq_launcher(bad), shapes=SHAPES4[1:], seed=16)
+        checks.check_int4_dequantize(int4_dq_launcher(dequantize_byte=bad), shapes=SHAPES4[1:], seed=16)
 
 
 # --- ternary -------------------------------------------------------------------------------------
@@ -477,24 +492,21 @@ def test_int64_shift_result_named_by_the_dequantize_check():
 def q4_fast(kernel):
     def launch(p, s, x):
         groups = -(-x.shape[1] // 128)
-        kernel[(-(-groups // K.Q4_WARPS), x.shape[0]), 32 * K.Q4_WARPS](x, p, K.packed16_of(p, x.shape[1]), s)
+        kernel[(-(-groups // I4.WARPS), x.shape[0]), 32 * I4.WARPS](x, p, I4.packed16_of(p, x.shape[1]), s)
     return launch
 
 
 def test_int4_load4_without_alignment_test_named():
-    bad_load = mutant(K.int4_load_quad, "    if vec:\n", "    if True:\n")
-    bad = mutant(K.int4_quantize_rows, "vec = cols % 4 == 0", "vec = cols % 4 == 0", int4_load_quad=bad_load)
+    bad = mutant(I4.int4_quantize_rows_x4, "    if cols % 4 != 0:", "    if False:")
     with pytest.raises(CheckFailed, match=r"(?s)misaligned 16-byte access.*cols % 4 == 0"):
         checks.check_int4_quantize(q4_fast(bad), shapes=[("3 x 127", (3, 127))], seed=39)
 
 
 def test_int4_tile_partial_tile_skipped_named():
-    bad = mutant(K.int4_dequantize_tile4, "            int4_dequantize_quad(packed, packed16, scales, out, r, j + k * nb, vec)",
-                 "            if not vec:\n                int4_dequantize_quad(packed, packed16, scales, out, r, j + k * nb, vec)")
-    launch = lambda o, p, s: bad[(max(1, -(-(-(-o.shape[1] // 4)) // (4 * K.THREADS))), o.shape[0]), K.THREADS](  # noqa: E731
-        p, K.packed16_of(p, o.shape[1]), s, o)
+    bad = mutant(I4.int4_dequantize_tile4, "            dequantize_quad(packed, packed16, scales, out, r, j + k * nb, vec)",
+                 "            if not vec:\n                dequantize_quad(packed, packed16, scales, out, r, j + k * nb, vec)")
     with pytest.raises(CheckFailed, match="never written"):
-        checks.check_int4_dequantize(launch, shapes=[("2 x 4100", (2, 4100))], seed=40)
+        checks.check_int4_dequantize(int4_dq_tile(bad), shapes=[("2 x 4100", (2, 4100))], seed=40)
 
 
 # --- more mistakes of the fast forms, each named (the mutation test's notebook mutants, in small) ---
@@ -547,50 +559,128 @@ def test_fadd_magic_number_two_to_the_23_named():
 
 
 def test_int4_rows_bytes_of_the_two_byte_store_swapped_named():
-    bad = mutant(K.int4_quantize_rows, "uint16(lo | (hi << 8))", "uint16(hi | (lo << 8))")
-    with pytest.raises(CheckFailed, match="the two bytes of each 2-byte store are in reversed order"):
-        checks.check_int4_quantize(q4_fast(bad), shapes=ALIGNED4[:1], seed=46)
+    for kernel, old in ((I4.int4_quantize_rows_x4, "uint16(lo | (hi << 8))"),
+                        (I4.int4_quantize_rows_u64, "uint16(lo | (hi << 8))")):
+        bad = mutant(kernel, old, "uint16(hi | (lo << 8))")
+        with pytest.raises(CheckFailed, match="the two bytes of each 2-byte store are in reversed order"):
+            checks.check_int4_quantize(q4_fast(bad), shapes=ALIGNED4[:1], seed=46)
 
 
 def test_int4_one_code_of_four_truncated_named():
-    bad = mutant(K.int4_quantize_rows, "q0 = round_clamp_fadd(v0 / s, lo8, hi7)",
-                 "q0 = int32(min(max(v0 / s, lo8), hi7))")
+    bad = mutant(I4.quad_codes, "q0 = round_clamp_fadd(v0 / s, float32(-8.0), float32(7.0))",
+                 "q0 = int32(min(max(v0 / s, float32(-8.0)), float32(7.0)))")
     with pytest.raises(CheckFailed, match=r"truncated toward zero.*Only value 4j \+ 0 of each four"):
-        checks.check_int4_quantize(q4_fast(bad), shapes=SHAPES4[1:2], seed=47)
+        checks.check_int4_quantize(int4_flat(quad_codes=bad), shapes=SHAPES4[1:2], seed=47)
 
 
-def int4_dq_tile(kernel):
-    return lambda o, p, s: kernel[(max(1, -(-(-(-o.shape[1] // 4)) // (4 * K.THREADS))), o.shape[0]), K.THREADS](
-        p, K.packed16_of(p, o.shape[1]), s, o)
+def x8_launch(kernel):
+    def launch(p, s, x):
+        groups = -(-x.shape[1] // 128)
+        kernel[(-(-groups // (2 * I4.WARPS)), x.shape[0]), 32 * I4.WARPS](x, p, I4.packed16_of(p, x.shape[1]), s)
+    return launch
+
+
+def test_int4_x8_absmax_over_the_whole_warp_named():
+    bad = mutant(I4.int4_quantize_rows_x8, "m = max16(max(m,", "m = warp_max_f32(max(m,")
+    with pytest.raises(CheckFailed, match="groups 2k and 2k \\+ 1 of each row got one scale"):
+        checks.check_int4_quantize(x8_launch(bad), shapes=[("3 x 512", (3, 512))], seed=57)
+
+
+def test_int4_x8_groups_skipped_named():
+    bad = mutant(I4.int4_quantize_rows_x8, ") * uint64(2)  # the warp's first group", ")  # the warp's first group")
+    with pytest.raises(CheckFailed, match="no warp \\(or half warp\\) took those groups"):
+        checks.check_int4_quantize(x8_launch(bad), shapes=[("2 x 5296", (2, 5296))], seed=58)
+
+
+def test_int4_quad_read_from_another_quad_named():
+    bad = mutant(I4.int4_dequantize_tile4, "h2 = int32(packed16[r, j + 2 * nb])", "h2 = int32(packed16[r, j + nb])")
+    with pytest.raises(CheckFailed, match="the wrong values are the codes of the quad 256 quads before them"):
+        checks.check_int4_dequantize(int4_dq_tile(bad), shapes=[("2 x 5296", (2, 5296))], seed=59)
+
+
+def test_int4_quad_second_byte_left_out_named():
+    quad = mutant(I4.dequantize_quad, "dequantize_byte(packed, scales, out, r, 2 * j + 1)",
+                  "dequantize_byte(packed, scales, out, r, 2 * j)")
+    bad = mutant(I4.int4_dequantize_tile4, "r = cuda.blockIdx.y", "r = cuda.blockIdx.y", dequantize_quad=quad)
+    with pytest.raises(CheckFailed, match="the quad's second byte, 2j \\+ 1, was left out"):
+        checks.check_int4_dequantize(int4_dq_tile(bad), shapes=SHAPES4[1:2], seed=60)
+
+
+def int4_dq_tile(kernel, threads=I4.TILE_THREADS):
+    return lambda o, p, s: kernel[(max(1, -(-(-(-o.shape[1] // 4)) // (4 * threads))), o.shape[0]), threads](
+        p, I4.packed16_of(p, o.shape[1]), s, o)
 
 
 def test_int4_dequantize_scale_of_another_group_named():
-    quad = mutant(K.int4_dequantize_quad, "s = scales[r, c // INT4_GROUP]", "s = scales[r, (c - 1) // INT4_GROUP]")
-    bad = mutant(K.int4_dequantize_tile4, "r = cuda.blockIdx.y", "r = cuda.blockIdx.y", int4_dequantize_quad=quad)
+    quad = mutant(I4.dequantize_quad, "scales[r, c // GROUP]", "scales[r, (c - 1) // GROUP]")
+    bad = mutant(I4.int4_dequantize_tile4, "r = cuda.blockIdx.y", "r = cuda.blockIdx.y", dequantize_quad=quad)
     with pytest.raises(CheckFailed, match=r"the wrong values have the scale of another group: value 0 of row 0 "
                                           r"belongs to group 0 // 128 = 0, and got group 1's"):
-        checks.check_int4_dequantize(int4_dq_tile(bad), shapes=SHAPES4[1:2], seed=48)
+        checks.check_int4_dequantize(int4_dq_tile(bad), shapes=[("2 x 256", (2, 256))], seed=48)
 
 
 def test_int4_dequantize_partial_tile_named():
-    bad = mutant(K.int4_dequantize_tile4, "    else:\n        for k in range(4):", "    elif not vec:\n        for k in range(4):")
+    bad = mutant(I4.int4_dequantize_tile4, "    else:  # other widths", "    elif not vec:  # other widths")
     with pytest.raises(CheckFailed, match=r"(?s)no value of a row 256 wide.*the last, partial tile was skipped"):
         checks.check_int4_dequantize(int4_dq_tile(bad), shapes=SHAPES4[1:2] + [("4 x 256", (4, 256))], seed=49)
     with pytest.raises(CheckFailed, match=r"columns 4096..4099 of each row were never written: the last, partial"):
         checks.check_int4_dequantize(int4_dq_tile(bad), shapes=ALIGNED4[1:], seed=50)
 
 
+def test_int4_partial_tile_with_only_the_first_quad_named_at_the_gpus_block():
+    """At 256 threads a block a thread's second quad of a partial tile exists only in rows past 1280
+    quads (or 256 on the scalar path): the check's widths 5296 and 1030 take it."""
+    bad = mutant(I4.int4_dequantize_tile4, "        for k in range(4):\n", "        for k in range(1):\n")
+    with pytest.raises(CheckFailed, match=r"columns 1024..1029 of each row were never written, the end of every row"):
+        checks.check_int4_dequantize(int4_dq_tile(bad), shapes=[("2 x 1030", (2, 1030))], seed=52)
+    with pytest.raises(CheckFailed, match=r"columns 5120..5295 of each row were never written"):
+        checks.check_int4_dequantize(int4_dq_tile(bad), shapes=[("2 x 5296", (2, 5296))], seed=53)
+
+
+def test_int4_rows_of_two_mod_four_named():
+    """Width 2 mod 4: the last quad holds two values, so its second byte does not exist."""
+    bad = mutant(I4.quantize_group, "if c0 + 2 < cols:", "if c0 + 1 < cols:")
+    with pytest.raises(Exception, match=r"(?i)out of bounds|index"):
+        checks.check_int4_quantize(int4_flat(quantize_group=bad), shapes=[("2 x 1030", (2, 1030))], seed=54)
+    bad = mutant(I4.int4_quantize_rows_x4, "    if cols % 4 != 0:", "    if cols % 2 != 0:")
+    with pytest.raises(CheckFailed, match=r"(?s)(16-byte access|2 mod 4: its rows do not start on 16 bytes)"):
+        checks.check_int4_quantize(q4_fast(bad), shapes=[("2 x 1030", (2, 1030))], seed=55)
+    bad = mutant(I4.int4_quantize_rows_u64, "(cols & uint64(3)) != uint64(0)", "(cols & uint64(1)) != uint64(0)")
+    with pytest.raises(CheckFailed, match=r"(?s)(16-byte access|2 mod 4: its rows do not start on 16 bytes)"):
+        checks.check_int4_quantize(q4_fast(bad), shapes=[("2 x 1030", (2, 1030))], seed=56)
+
+
 def test_int4_high_nibble_alone_not_sign_extended_named():
-    bad = mutant(K.int4_dequantize, "hi = ((b >> 4) & 0xF) - ((b >> 4) & 0x8) * 2", "hi = (b >> 4) & 0xF")
+    def launch(o, p, s):  # the right kernel, then every high nibble read unsigned
+        I4.launch_int4_dequantize(o, p, s)
+        q = ref.int4_unpack(p.copy_to_host(), o.shape[1]).astype(np.int64)
+        h = o.copy_to_host()
+        odd = np.arange(o.shape[1]) % 2 == 1
+        sc = np.repeat(s.copy_to_host(), 128, 1)[:, : o.shape[1]]
+        h[:, odd] = ((q[:, odd] & 0xF).astype(np.float32) * sc[:, odd]).astype(np.float32)
+        o.copy_to_device(h)
     with pytest.raises(CheckFailed, match="wrong sign extension.*Here only high nibbles are wrong"):
-        checks.check_int4_dequantize(int4_dq_launcher(bad), shapes=SHAPES4[1:], seed=51)
+        checks.check_int4_dequantize(launch, shapes=SHAPES4[1:], seed=51)
 
 
 def test_the_int4_launchers_cut_tall_matrices_into_slices_of_rows(monkeypatch):
     """gridDim.y holds at most 65,535 rows; taller matrices go in slices. With the limit set to 3, a
     7-row matrix takes three slices (3, 3, 1), on the 16-byte path (256 columns) and the scalar one."""
-    monkeypatch.setattr(K, "MAX_GRID_Y", 3)
+    monkeypatch.setattr(I4, "MAX_GRID_Y", 3)
     shapes = [("7 x 256 in slices of 3", (7, 256)), ("7 x 201 in slices of 3", (7, 201))]
-    checks.check_int4_quantize(K.launch_int4_quantize_rows, shapes=shapes)
-    checks.check_int4_quantize(lambda p, s, x: K.launch_int4_quantize_rows(p, s, x, unsigned=True), shapes=shapes)
-    checks.check_int4_dequantize(K.launch_int4_dequantize_tile4, shapes=shapes)
+    checks.check_int4_quantize(I4.launch_int4_quantize_rows, shapes=shapes)
+    checks.check_int4_quantize(lambda p, s, x: I4.launch_int4_quantize_rows(p, s, x, unsigned=True), shapes=shapes)
+    checks.check_int4_quantize(lambda p, s, x: I4.launch_int4_quantize_rows(p, s, x, form="x8"), shapes=shapes)
+    checks.check_int4_dequantize(I4.launch_int4_dequantize_tile4, shapes=shapes)
+
+
+def test_the_int4_launchers_refuse_arrays_of_the_wrong_shape():
+    from kernel_lab.validate import KernelLabArgumentError
+
+    x = cuda.to_device(np.ones((2, 300), np.float32))
+    scales = cuda.device_array((2, 3), np.float32)
+    with pytest.raises(KernelLabArgumentError, match=r"packed must be uint8 of shape \(2, 150\)"):
+        I4.launch_int4_quantize_rows(cuda.device_array((2, 300), np.uint8), scales, x)
+    with pytest.raises(KernelLabArgumentError, match=r"scales must be float32 of shape \(2, 3\)"):
+        I4.launch_int4_dequantize_tile4(cuda.device_array((2, 300), np.float32), cuda.device_array((2, 150), np.uint8),
+                                        cuda.device_array((2, 2), np.float32))

@@ -133,6 +133,8 @@ WITH_READINGS = [p for p in NOTEBOOKS if any(readings.is_reading(c) for c in nbf
 def test_every_checked_figure_fails_when_the_outputs_drift(path):
     """The test below can fail: with outputs stored again and different, every checked figure is reported."""
     nb = nbformat.read(path, as_version=4)
+    if not any(cell.get("outputs") for cell in nb.cells):  # pending its GPU run: no reading may quote a figure yet
+        pytest.skip(f"{path.name}: stored GPU outputs pending, so its readings wait for the run's figures")
     no_outputs = new_notebook()
     expected = 0
     for cell in nb.cells:

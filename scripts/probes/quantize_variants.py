@@ -50,13 +50,13 @@ base 61.5%, absmax x4 + tile4 93.3%, + tile4 fadd 97.5% (absmax x4 alone 92.8%);
 g4 u16 fadd 39.0%; dq4 base 41.8%, h4 tile4 88.3%. On an H100 (2026-11-27): q4 base 41.7%, g4 u16 fadd
 55.4% (then the package's ``int4_quantize_groups4``, since replaced), 2d g1 89.2%, 2d g1 rcp 89.5%,
 2d g2 rcp 100.0%, sub16 rcp 100.8%: the 64-bit ``gi // groups`` was the quantizer's bottleneck;
-``2d g1 int`` (the package's ``int4_quantize_rows``: the 2-D grid with Numba's signed integers, so
+``2d g1 int`` (the package's ``int4_quantize_rows_x4``: the 2-D grid with Numba's signed integers, so
 every index is tested for wrap-around) 73.3%.
 
 The winners are now the package's kernels and this probe runs those, not copies: q8 ``tile4`` and
 ``tile4 fadd`` are ``K.int8_quantize_x4`` and ``K.int8_quantize_x4_fadd``, dq8 ``tile4`` is
 ``K.int8_dequantize_x4``, amax's ``absmax x4`` is ``kernel_lab.scans.absmax_x4`` (launched by
-``absmax_vectorized``), q4 ``2d g1 int`` is ``K.int4_quantize_rows`` and dq4 ``h4 tile4`` is
+``absmax_vectorized``), q4 ``2d g1 int`` is ``int4_quantize_rows_x4`` and dq4 ``h4 tile4`` is
 ``K.int4_dequantize_tile4``; the other rows are the experiments that lost or are still open.
 """
 
@@ -397,6 +397,23 @@ def q4_group(v0, v1, v2, v3, lane, r, g, c0, cols, packed, packed16, scales, vec
             packed[r, c0 // 2 + 1] = uint8(hi)
 
 
+@cuda.jit(device=True)
+def load_quad(x, r, c0, vec):
+    """``x[r, c0 .. c0 + 3]``, 0 past the end of the row: one 16-byte load when ``vec`` (the package's
+    former ``int4_load_quad``; notebook 05.2 now calls ``load4`` directly on 16-byte rows)."""
+    cols = x.shape[1]
+    z = float32(0.0)
+    if vec:
+        if c0 < cols:
+            return load4(x, (r, c0))
+        return z, z, z, z
+    v0 = x[r, c0] if c0 < cols else z
+    v1 = x[r, c0 + 1] if c0 + 1 < cols else z
+    v2 = x[r, c0 + 2] if c0 + 2 < cols else z
+    v3 = x[r, c0 + 3] if c0 + 3 < cols else z
+    return v0, v1, v2, v3
+
+
 def make_q4(groups_per_warp: int, wide: bool, fadd: bool = False):
     """A warp per ``groups_per_warp`` consecutive groups (of the flattened rows x groups), all their
     loads issued before the first group's shuffles and stores."""
@@ -419,7 +436,7 @@ def make_q4(groups_per_warp: int, wide: bool, fadd: bool = False):
             r = gi // groups
             c0 = (gi - r * groups) * INT4_GROUP + 4 * lane
             if gi < total:
-                v[k, 0], v[k, 1], v[k, 2], v[k, 3] = K.int4_load_quad(x, r, c0, vec)
+                v[k, 0], v[k, 1], v[k, 2], v[k, 3] = load_quad(x, r, c0, vec)
         for k in range(G):
             gi = first + k
             if gi < total:  # the same for the whole warp
@@ -455,14 +472,14 @@ def q4_pers_prefetch(x, packed, packed16, scales):
     z = float32(0.0)
     v0, v1, v2, v3 = z, z, z, z
     if gi < total:
-        v0, v1, v2, v3 = K.int4_load_quad(x, r, c0, vec)
+        v0, v1, v2, v3 = load_quad(x, r, c0, vec)
     while gi < total:  # warp-uniform
         nxt = gi + nwarps
         rn = nxt // groups
         cn = (nxt - rn * groups) * INT4_GROUP + 4 * lane
         n0, n1, n2, n3 = z, z, z, z
         if nxt < total:
-            n0, n1, n2, n3 = K.int4_load_quad(x, rn, cn, vec)
+            n0, n1, n2, n3 = load_quad(x, rn, cn, vec)
         q4_group(v0, v1, v2, v3, lane, r, gi - r * groups, c0, cols, packed, packed16, scales, vec, True, False)
         v0, v1, v2, v3 = n0, n1, n2, n3
         gi, r, c0 = nxt, rn, cn
@@ -698,7 +715,7 @@ def dq4_h4(packed, packed16, scales, out):
     """Grid (ceil(cols / 4 / blockDim), rows): a thread per four values of a row."""
     j = cuda.grid(1)
     r = cuda.blockIdx.y
-    K.int4_dequantize_quad(packed, packed16, scales, out, r, j, out.shape[1] % 4 == 0)
+    K.dequantize_quad(packed, packed16, scales, out, r, j, out.shape[1] % 4 == 0)
 
 
 @cuda.jit
@@ -719,8 +736,8 @@ def dq4_w8(packed, packed32, scales, out):
         store4(out, (r, c + 4), K.nibble_value(p, 4) * s, K.nibble_value(p, 5) * s, K.nibble_value(p, 6) * s,
                K.nibble_value(p, 7) * s)
     else:
-        K.int4_dequantize_quad(packed, packed32, scales, out, r, 2 * j, False)
-        K.int4_dequantize_quad(packed, packed32, scales, out, r, 2 * j + 1, False)
+        K.dequantize_quad(packed, packed32, scales, out, r, 2 * j, False)
+        K.dequantize_quad(packed, packed32, scales, out, r, 2 * j + 1, False)
 
 
 def dq4_base_launch(out, packed, scales):
@@ -789,7 +806,7 @@ def variants():
                ("pers prefetch: next group's load early", q4_pers_prefetch_launch, "", (q4_pers_prefetch,)),
                ("2d g1: 2-D grid, uint64 idx, no //", q4_2d_g1, "", (q4_2d_g1.kernel,)),
                ("2d g1 int: 2-D grid, Numba's ints, FADD", K.launch_int4_quantize_rows, "package, notebook 05.2",
-                (K.int4_quantize_rows,)),
+                (K.int4_quantize_rows_x4,)),
                ("2d g1 u64: 2-D grid, uint64 idx, FADD", lambda p, s, x: K.launch_int4_quantize_rows(p, s, x, True),
                 "package, notebook 05.2", (K.int4_quantize_rows_u64,)),
                ("2d g1 rcp: + v*(1/s), exact fallback", q4_2d_g1_rcp, "", (q4_2d_g1_rcp.kernel,)),

@@ -562,13 +562,31 @@ def _swap_nibbles(p):
 
 
 def int4_shapes():
-    """Odd widths and widths that are not multiples of 4 (the scalar path of a kernel with 16-byte
-    accesses), then widths that are (its vector path): a last group of 4 values (132), several
-    groups, a row of 1025 quads (past a whole tile of four quads per thread for blocks of 256
-    threads, then a partial tile), and a row of a single quad."""
+    """Widths of every remainder mod 4 (the scalar path of a kernel with 16-byte accesses, where a
+    row's last quad holds 1, 2 or 3 values), then multiples of 4 (its vector path): a last group of
+    4 values (132), several groups, and a row of a single quad. Two widths are for the tile of four
+    quads a block apart at the GPU's 256 threads a block (1024 quads a tile): 1030 (2 mod 4) gives a
+    thread a second quad on the scalar path, 5296 (1324 quads) a whole tile and then a partial one
+    in which threads have a second quad too."""
     return [("1 x 1", (1, 1)), ("3 x 127", (3, 127)), ("3 x 129", (3, 129)), ("4 x 256", (4, 256)),
-            ("5 x 301", (5, 301)), ("2 x 132", (2, 132)), ("3 x 264", (3, 264)), ("2 x 4100", (2, 4100)),
-            ("2 x 4", (2, 4))]
+            ("5 x 301", (5, 301)), ("2 x 132", (2, 132)), ("3 x 264", (3, 264)), ("2 x 1030", (2, 1030)),
+            ("2 x 5296", (2, 5296)), ("2 x 4", (2, 4))]
+
+
+def _int4_run(name, label, cols, launch, *args):
+    """:func:`_run`, naming the 16-byte path taken on rows that are not 16-byte aligned: there the
+    launchers pass a (1, 1) dummy for the uint16 view (``packed16_of``), so the first access past
+    its one element is the symptom."""
+    try:
+        _run(name, launch, *args)
+    except IndexError as exc:
+        if cols % 4 == 0 or "size 1" not in str(exc):
+            raise
+        raise CheckFailed(
+            f"{name} (shape {label}): {str(exc).splitlines()[0]}\nHint: a width of {cols} is {cols % 4} mod 4: its rows "
+            "do not start on 16 bytes and have no uint16 view (the launcher passes a (1, 1) dummy), yet the 16-byte "
+            "path read or wrote it. Take that path only when cols % 4 == 0 (cols % 2 == 0 is not enough: a width "
+            "of 2 mod 4 is even and still misaligned); other widths take the scalar path.") from None
 
 
 def check_int4_quantize(launch, *, name: str = "int4 quantize", shapes=None, seed=None) -> None:
@@ -585,20 +603,29 @@ def check_int4_quantize(launch, *, name: str = "int4 quantize", shapes=None, see
         q = ref.int4_quantize_f32(x, want_s)
         want_p = ref.int4_pack(q)
         p, s = _out(want_p.shape, np.uint8, want_p), _out(want_s.shape, np.float32)
-        _run(name, launch, p, s, _dev(x))
+        _int4_run(name, label, cols, launch, p, s, _dev(x))
         got_p, got_s = p.copy_to_host(), s.copy_to_host()
         case = f"shape {label}"
         if not np.array_equal(got_s, want_s):
             hints = []
             per_row = np.where(np.abs(x).max(1) > 0, np.abs(x).max(1) / np.float32(7), 1).astype(np.float32)
             if _same(got_s, np.repeat(per_row[:, None], want_s.shape[1], 1)) and want_s.shape[1] > 1:
-                hints.append("every group of a row got the row's scale: the absmax is per group of 128 values.")
-            elif _same(got_s * np.float32(7), want_s * np.float32(8)) or _same(got_s * 7, want_s * 15):
+                hints.append("every group of a row got the row's scale: the absmax is per group of 128 values (with "
+                             "a group on 16 lanes: the maximum crossed into the other half of the warp; shuffle "
+                             "with xor offsets 8, 4, 2, 1 only).")
+            elif _same(got_s * np.float32(8), want_s * np.float32(7)) or _same(got_s * 15, want_s * 7):
                 hints.append("the scale divides by the wrong number: the largest code is 7, so scale = absmax / 7.")
             elif np.isnan(got_s).all():
                 hints.append("no scale was written: lane 0 of each warp stores its group's scale (is the exercise done?).")
             elif np.isnan(got_s).any():
-                hints.append("some scales were never written (the last, shorter group of a row?).")
+                hints.append(_int4_unwritten_scales_hint(got_s))
+            elif hint := _int4_shared_scale_hint(got_s, want_s):
+                hints.append(hint)
+            elif (got_s[got_s != want_s] < want_s[got_s != want_s]).all():
+                hints.append("some scales are smaller than their group's absmax / 7: the absmax missed some of the "
+                             "group's values. Every lane's values must enter the maximum, all of them (four, or "
+                             "eight with a group on 16 lanes, whose two quads are 16 quads apart: lane and lane + 16), "
+                             "and every lane of the group must take part in the shuffles.")
             _fail(name, case + ", scales", got_s, want_s, hints, seed)
         if np.array_equal(got_p, want_p):
             continue
@@ -613,6 +640,10 @@ def check_int4_quantize(launch, *, name: str = "int4 quantize", shapes=None, see
             hints.append(f"only the last byte of each row is wrong: with {cols} values (odd) the last byte holds "
                          "one value in its low nibble. The odd tail was dropped (or its missing partner read "
                          "past the row): write it with a high nibble of 0.")
+        elif np.array_equal(got_p[got_p != want_p], _int4_pack_unmasked(q)[got_p != want_p]):
+            hints.append("codes not masked to 4 bits: a negative code (-3 is ...11111101) shifted left by 4 keeps its "
+                         "sign bits, which fill the high nibble and overwrite the other code. Mask each code to its "
+                         "nibble before shifting and combining: (q0 & 0xF) | ((q1 & 0xF) << 4).")
         elif cols % 4 == 0 and _same(got_p.reshape(rows, -1, 2)[:, :, ::-1], want_p.reshape(rows, -1, 2)):
             hints.append("the two bytes of each 2-byte store are in reversed order: a uint16 is little-endian, its "
                          "LOW byte comes first in memory. The byte of values 4j, 4j + 1 is the low one: "
@@ -622,6 +653,44 @@ def check_int4_quantize(launch, *, name: str = "int4 quantize", shapes=None, see
         _fail(name, case + ", packed bytes", got_p, want_p, hints, seed)
     progress.passed(name)
     print(f"{name}: bit-exact for all {len(shapes)} shapes ({', '.join(lb for lb, _ in shapes)})")
+
+
+def _int4_unwritten_scales_hint(got_s):
+    """Scales never written: only each row's last group (the shorter one), or groups that no warp took."""
+    missing = np.isnan(got_s)
+    if missing.all(axis=1).any() and not missing.all(axis=1).all() and not missing[~missing.all(axis=1)].any():
+        rows_missing = [int(r) for r in np.flatnonzero(missing.all(axis=1))][:6]
+        return (f"no scale of rows {rows_missing} was written, and every other row's all were: the blocks of those "
+                "rows wrote to another row. On a 2-D grid the row is the block's second coordinate, "
+                "cuda.blockIdx.y (the groups of a row go along x).")
+    if missing[:, :-1].any():
+        cols_missing = sorted({int(c) for c in np.nonzero(missing)[1]})[:6]
+        return (f"the scales of groups {cols_missing} of a row were never written: no warp (or half warp) took those "
+                "groups. Check the group index: a block covers WARPS warps' groups, so block bx starts at group "
+                "bx * WARPS (times the groups a warp does), plus the warp's number in the block.")
+    return "some scales were never written (the last, shorter group of a row?)."
+
+
+def _int4_shared_scale_hint(got_s, want_s):
+    """Groups 2k and 2k + 1 got one scale, that of the larger absmax: a group on 16 lanes whose maximum
+    crossed into the other half of the warp (a shuffle at xor offset 16)."""
+    if want_s.shape[1] < 2:
+        return None
+    g = want_s.shape[1] - want_s.shape[1] % 2
+    pair = np.maximum(want_s[:, 0:g:2], want_s[:, 1:g:2])
+    if _same(got_s[:, 0:g:2], pair) and _same(got_s[:, 1:g:2], pair):
+        return ("groups 2k and 2k + 1 of each row got one scale, the larger absmax of the two: the maximum was "
+                "taken over the whole warp, whose two halves hold two groups. Shuffle with xor offsets 8, 4, 2, 1 "
+                "only (offset 16 crosses into the other half).")
+    return None
+
+
+def _int4_pack_unmasked(q):
+    """What packing gives when the codes are not masked to 4 bits: ``q0 | (q1 << 4)`` in 8 bits."""
+    q = np.asarray(q, np.int64)
+    if q.shape[1] % 2:
+        q = np.concatenate([q, np.zeros((q.shape[0], 1), np.int64)], axis=1)
+    return ((q[:, 0::2] | (q[:, 1::2] << 4)) & 0xFF).astype(np.uint8)
 
 
 def _int4_code_hints(got_p, want_p, x, scales, cols):
@@ -661,6 +730,30 @@ def _group_scale_hint(got, want, q, scales):
             "quad index, and not from a neighbouring column."]
 
 
+def _another_quad_hint(got, want, q, scales):
+    """Every wrong value is the code of the quad d quads away, times its own group's scale: a load
+    read another quad's codes (in a tile: the index of one of its four loads)."""
+    wrong = got != want
+    if not wrong.any() or np.isnan(got[wrong]).any():
+        return []
+    s_full = np.repeat(scales, INT4_GROUP, 1)[:, : got.shape[1]]
+    codes = np.rint(got / s_full)
+    rows_w, cols_w = np.nonzero(wrong)
+    r, c = int(rows_w[0]), int(cols_w[0])
+    c0 = c - c % 4
+    candidates = [c1 for c1 in range(0, got.shape[1] - 3, 4) if c1 != c0
+                  and np.array_equal(q[r, c1:c1 + 4], codes[r, c0:c0 + 4])]
+    for c1 in sorted(candidates, key=lambda c1: abs(c1 - c0)):
+        d = c0 - c1
+        src = cols_w - d
+        if (src >= 0).all() and (src < got.shape[1]).all() and np.array_equal(codes[rows_w, cols_w], q[rows_w, src]):
+            return [f"the wrong values are the codes of the quad {abs(d) // 4} quads {'before' if d > 0 else 'after'} "
+                    f"them (value {c} of row {r} has the code of value {c - d}), each times its own scale: a load read "
+                    "another quad's codes. In a tile, thread t's quads are j, j + nb, j + 2 nb and j + 3 nb: check "
+                    "the index of each of the four loads."]
+    return []
+
+
 def _which_nibbles(wrong, all_of_them):
     if all_of_them:
         return ""
@@ -674,19 +767,25 @@ def _partial_tile_hint(got, want, cols, scalar_passed):
     leaves, on a row whose width is a multiple of 4, the values after its whole tiles unwritten: the
     end of every row, or all of it when a row is shorter than one tile."""
     wrong = got != want
-    if cols % 4 or not np.isnan(got[wrong]).all():
+    if not np.isnan(got[wrong]).all():
         return None
     starts = [int(np.flatnonzero(w)[0]) if w.any() else cols for w in wrong]
     ends_unwritten = all(np.isnan(got[r, c:]).all() for r, c in enumerate(starts))
-    if not ends_unwritten or (min(starts) == 0 and not scalar_passed):
+    if not ends_unwritten or min(starts) % 4 or (min(starts) == 0 and (cols % 4 or not scalar_passed)):
         return None
+    if cols % 4:  # rows that are not 16-byte aligned go quad by quad, every tile of them
+        return (f"columns {min(starts)}..{cols - 1} of each row were never written, the end of every row. A tile "
+                f"kernel (a width of {cols} is not a multiple of 4: its quad-by-quad path) must do each of a thread's "
+                "quads j, j + nb, j + 2 nb, j + 3 nb that is inside the row, not only the first (dequantize_quad does "
+                "nothing for a quad past the row); a kernel with a thread per byte or quad needs a grid that covers "
+                "the whole row.")
     where = (f"columns {min(starts)}..{cols - 1} of each row were never written" if min(starts) > 0 else
              f"no value of a row {cols} wide (a multiple of 4: the 16-byte path) was written, while the widths "
              f"that are not a multiple of 4 came out right; a row of {cols // 4} quads is shorter than one tile, so "
              "all of it is the last, partial tile")
-    return (f"{where}: the last, partial tile was skipped. Where fewer than four quads a block apart are left "
-            "(j + 3 * nb >= cols // 4), the thread still does the quads that exist, one at a time "
-            "(dequantize_quad), on the 16-byte path too.")
+    return (f"{where}: the last, partial tile was skipped, or only each thread's first quad of it was done. Where "
+            "fewer than four quads a block apart are left (j + 3 * nb >= cols // 4), the thread still does every "
+            "quad that exists, one at a time (dequantize_quad), on the 16-byte path too.")
 
 
 def check_int4_dequantize(launch, *, name: str = "int4 dequantize", shapes=None, seed=None) -> None:
@@ -703,7 +802,7 @@ def check_int4_dequantize(launch, *, name: str = "int4 dequantize", shapes=None,
         scales = rng.uniform(0.01, 1.0, (rows, -(-cols // INT4_GROUP))).astype(np.float32)
         want = ref.int4_dequantize_f32(packed, scales, cols)
         out = _out((rows, cols), np.float32)
-        _run(name, launch, out, _dev(packed), _dev(scales))
+        _int4_run(name, label, cols, launch, out, _dev(packed), _dev(scales))
         got = out.copy_to_host()
         if np.array_equal(got, want):
             scalar_passed = scalar_passed or cols % 4 != 0
@@ -713,7 +812,12 @@ def check_int4_dequantize(launch, *, name: str = "int4 dequantize", shapes=None,
         unsigned = (q.astype(np.uint8) & 0xF).astype(np.float32) * s_full
         swapped = ref.int4_unpack(_swap_nibbles(packed), 2 * packed.shape[1])[:, :cols].astype(np.float32) * s_full
         wrong = got != want  # (NaN included)
-        if np.array_equal(got[wrong], unsigned.astype(np.float32)[wrong]):  # every nibble, or only the high ones
+        if not np.isnan(got).any() and np.array_equal(got[wrong], swapped.astype(np.float32)[wrong]):
+            hints.append("nibble order swapped: the low nibble of byte j is element 2j, the high one 2j+1 (in a "
+                         "uint16 of four values, nibble k is value 4j + k)."
+                         + ("" if wrong.all() or _same(got, swapped.astype(np.float32)) else
+                            " Here only some of the values are swapped: read every nibble the same way."))
+        elif np.array_equal(got[wrong], unsigned.astype(np.float32)[wrong]):  # every nibble, or only the high ones
             hints.append("wrong sign extension: nibbles 8..15 stand for -8..-1 (4-bit two's complement). "
                          "v = b & 0xF; if v >= 8: v -= 16  (or (v ^ 8) - 8)."
                          + _which_nibbles(wrong, _same(got, unsigned.astype(np.float32))))
@@ -725,9 +829,15 @@ def check_int4_dequantize(launch, *, name: str = "int4 dequantize", shapes=None,
         elif hint := _partial_tile_hint(got, want, cols, scalar_passed):
             hints.append(hint)
         elif np.isnan(got).any():
-            hints.append(f"{int(np.isnan(got).sum())} outputs were never written (e.g. at {_where(np.isnan(got))}).")
+            unwritten = np.isnan(got)
+            if cols > 2 and not (unwritten & (np.arange(cols) % 4 < 2)).any():
+                hints.append(f"{int(unwritten.sum())} outputs were never written, all of them values 4j + 2 and "
+                             "4j + 3 of a quad (e.g. at " + _where(unwritten) + "): the quad's second byte, "
+                             "2j + 1, was left out (bytes 2j and 2j + 1 hold the quad's four values).")
+            else:
+                hints.append(f"{int(unwritten.sum())} outputs were never written (e.g. at {_where(unwritten)}).")
         else:
-            hints += _group_scale_hint(got, want, q, scales)
+            hints += _another_quad_hint(got, want, q, scales) or _group_scale_hint(got, want, q, scales)
         _fail(name, f"shape {label}", got, want, hints, seed)
     progress.passed(name)
     print(f"{name}: bit-exact for all {len(shapes)} shapes ({', '.join(lb for lb, _ in shapes)})")

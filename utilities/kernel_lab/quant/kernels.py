@@ -3,7 +3,8 @@
 The notebooks of module 05 have the learner write these kernels; the package keeps working
 versions so that ``scripts/gpu_module05_integer_probe.py`` measures exactly what the notebooks
 teach and the tests of ``kernel_lab.checks.quantization`` have right answers to pass. The formats
-(scale, rounding, range, packing order) are defined in :mod:`kernel_lab.quant.integer`.
+(scale, rounding, range, packing order) are defined in :mod:`kernel_lab.quant.integer`. Notebook
+05.2's INT4 kernels live in :mod:`kernel_lab.quant.int4` (this module still answers their old names).
 
 Launchers take device arrays and allocate nothing they are given; shapes are checked with readable
 messages (:func:`require_shape`).
@@ -333,278 +334,24 @@ def launch_affine_quantize_rows_x4(q, scale, zp, x, lo, hi):
                                                             scale[r0:r1], zp[r0:r1])
 
 
-# --- 05.2 INT4 groups of 128: one warp per group, four values per lane ----------------------------
-
-@cuda.jit
-def int4_quantize_groups(x, packed, scales):
-    """Each warp quantizes one group of 128 values of a row: the absmax by shuffles, then 2 bytes
-    per lane (element 2j in the low nibble of byte j)."""
-    warp = (cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x) // 32
-    lane = cuda.threadIdx.x % 32
-    cols = x.shape[1]
-    groups = (cols + INT4_GROUP - 1) // INT4_GROUP
-    if warp >= x.shape[0] * groups:  # whole warps leave together: the shuffles stay full
-        return
-    r = warp // groups
-    g = warp - r * groups
-    c0 = g * INT4_GROUP + 4 * lane
-    v0 = x[r, c0] if c0 < cols else float32(0.0)
-    v1 = x[r, c0 + 1] if c0 + 1 < cols else float32(0.0)
-    v2 = x[r, c0 + 2] if c0 + 2 < cols else float32(0.0)
-    v3 = x[r, c0 + 3] if c0 + 3 < cols else float32(0.0)
-    m = max(max(abs(v0), abs(v1)), max(abs(v2), abs(v3)))
-    m = warp_max_f32(m)
-    s = m / float32(7.0) if m > float32(0.0) else float32(1.0)
-    if lane == 0:
-        scales[r, g] = s
-    q0 = min(max(round(v0 / s), -8), 7)
-    q1 = min(max(round(v1 / s), -8), 7)
-    q2 = min(max(round(v2 / s), -8), 7)
-    q3 = min(max(round(v3 / s), -8), 7)
-    if c0 < cols:
-        packed[r, c0 // 2] = uint8((q0 & 0xF) | ((q1 & 0xF) << 4))
-    if c0 + 2 < cols:
-        packed[r, c0 // 2 + 1] = uint8((q2 & 0xF) | ((q3 & 0xF) << 4))
-
-
-@cuda.jit
-def int4_dequantize(packed, scales, out):
-    r, j = cuda.grid(2)
-    cols = out.shape[1]
-    if r >= out.shape[0] or j >= packed.shape[1]:
-        return
-    b = int32(packed[r, j])
-    lo = (b & 0xF) - ((b & 0x8) << 1)  # sign extension: bit 3 weighs -8
-    hi = ((b >> 4) & 0xF) - ((b >> 4) & 0x8) * 2
-    s = scales[r, (2 * j) // INT4_GROUP]
-    out[r, 2 * j] = float32(lo) * s
-    if 2 * j + 1 < cols:  # an odd row ends in half a byte
-        out[r, 2 * j + 1] = float32(hi) * s
-
-
-def launch_int4_quantize(packed, scales, x):
-    groups = -(-x.shape[1] // INT4_GROUP)
-    warps = x.shape[0] * groups
-    int4_quantize_groups[-(-warps // 4), 128](x, packed, scales)
-
-
-def launch_int4_dequantize(out, packed, scales):
-    int4_dequantize[(-(-out.shape[0] // 8), -(-packed.shape[1] // 32)), (8, 32)](packed, scales, out)
-
-
-# 05.2's fast forms. Rows that start on 16 bytes (``cols % 4 == 0``) take 16-byte loads of x and
-# 2-byte (quantize) or 16-byte (dequantize) accesses of the packed codes; other widths the scalar
-# path (the choice is the same for every thread). Measured on an H100 (8192 x 8192,
-# 05.2): the quantizer on a 2-D grid 75.6% of the copy roofline, 87.2% with unsigned indices (the
-# flat grid above: 42.2%), the dequantizer's tile of four 94.1% (55.6%).
-
-Q4_WARPS = 8  # int4_quantize_rows: warps per block, each on one group of the block's row
-
-
-@cuda.jit(device=True)
-def int4_load_quad(x, r, c0, vec):
-    """``x[r, c0 .. c0 + 3]``, 0 past the end of the row: one 16-byte load when ``vec``."""
-    cols = x.shape[1]
-    z = float32(0.0)
-    if vec:
-        if c0 < cols:
-            return load4(x, (r, c0))
-        return z, z, z, z
-    v0 = x[r, c0] if c0 < cols else z
-    v1 = x[r, c0 + 1] if c0 + 1 < cols else z
-    v2 = x[r, c0 + 2] if c0 + 2 < cols else z
-    v3 = x[r, c0 + 3] if c0 + 3 < cols else z
-    return v0, v1, v2, v3
-
-
-@cuda.jit
-def int4_quantize_rows(x, packed, packed16, scales):
-    """Grid (ceil(groups / warps per block), rows): warp w of block (bx, r) quantizes group
-    bx * warps + w of row r. The row is ``blockIdx.y``: no thread divides, where the flat grid of
-    :func:`int4_quantize_groups` spends most of its instructions on the 64-bit ``warp // groups``
-    (a software division: Numba's integers are 64 bits). Then one 16-byte load per lane, the
-    absmax by shuffles, the codes (IEEE division, FADD rounding) and one 2-byte store of four codes
-    (``packed16``, the uint16 view; scalar bytes for rows that are not 16-byte aligned)."""
-    lane = cuda.threadIdx.x % 32
-    r = cuda.blockIdx.y
-    g = cuda.blockIdx.x * (cuda.blockDim.x // 32) + cuda.threadIdx.x // 32
-    cols = x.shape[1]
-    if g >= scales.shape[1]:  # whole warps leave together: the shuffles stay full
-        return
-    vec = cols % 4 == 0
-    c0 = g * INT4_GROUP + 4 * lane
-    v0, v1, v2, v3 = int4_load_quad(x, r, c0, vec)
-    m = warp_max_f32(max(max(abs(v0), abs(v1)), max(abs(v2), abs(v3))))
-    s = m / float32(7.0) if m > float32(0.0) else float32(1.0)
-    if lane == 0:
-        scales[r, g] = s
-    lo8, hi7 = float32(-8.0), float32(7.0)
-    q0 = round_clamp_fadd(v0 / s, lo8, hi7)
-    q1 = round_clamp_fadd(v1 / s, lo8, hi7)
-    q2 = round_clamp_fadd(v2 / s, lo8, hi7)
-    q3 = round_clamp_fadd(v3 / s, lo8, hi7)
-    lo = (q0 & 0xF) | ((q1 & 0xF) << 4)
-    hi = (q2 & 0xF) | ((q3 & 0xF) << 4)
-    if c0 < cols:
-        if vec:
-            packed16[r, c0 // 4] = uint16(lo | (hi << 8))  # two bytes, the first one low
-        else:
-            packed[r, c0 // 2] = uint8(lo)  # an odd row's last byte: its high nibble from the 0 loaded
-            if c0 + 2 < cols:
-                packed[r, c0 // 2 + 1] = uint8(hi)
-
-
-@cuda.jit(device=True)
-def int4_load_quad_u64(x, r, c0, cols, vec):
-    """:func:`int4_load_quad` with unsigned 64-bit indices (every constant added to one is a
-    ``uint64`` too: Numba types ``uint64 + int64`` as float64, which cannot index)."""
-    z = float32(0.0)
-    if vec:
-        if c0 < cols:
-            return load4(x, (r, c0))
-        return z, z, z, z
-    one, two, three = uint64(1), uint64(2), uint64(3)
-    v0 = x[r, c0] if c0 < cols else z
-    v1 = x[r, c0 + one] if c0 + one < cols else z
-    v2 = x[r, c0 + two] if c0 + two < cols else z
-    v3 = x[r, c0 + three] if c0 + three < cols else z
-    return v0, v1, v2, v3
-
-
-@cuda.jit
-def int4_quantize_rows_u64(x, packed, packed16, scales):
-    """:func:`int4_quantize_rows` with every index an unsigned 64-bit integer. Numba lets a negative
-    index count from the end of an axis, as NumPy does, so each access with a signed index first
-    tests it (and adds the axis length when negative): a compare and a select per axis, in 64 bits.
-    An unsigned index cannot be negative, and the test goes. Measured on an H100 (8192 x 8192, 05.2):
-    87.2% of the copy roofline, against 75.6% for the same kernel with Numba's signed integers."""
-    lane = uint64(cuda.threadIdx.x & 31)
-    r = uint64(cuda.blockIdx.y)
-    g = uint64(cuda.blockIdx.x) * uint64(Q4_WARPS) + uint64(cuda.threadIdx.x >> 5)  # launched with Q4_WARPS warps
-    cols = uint64(x.shape[1])
-    if g >= uint64(scales.shape[1]):
-        return
-    vec = (cols & uint64(3)) == uint64(0)
-    c0 = g * uint64(INT4_GROUP) + uint64(4) * lane
-    v0, v1, v2, v3 = int4_load_quad_u64(x, r, c0, cols, vec)
-    m = warp_max_f32(max(max(abs(v0), abs(v1)), max(abs(v2), abs(v3))))
-    s = m / float32(7.0) if m > float32(0.0) else float32(1.0)
-    if lane == uint64(0):
-        scales[r, g] = s
-    lo8, hi7 = float32(-8.0), float32(7.0)
-    q0 = round_clamp_fadd(v0 / s, lo8, hi7)
-    q1 = round_clamp_fadd(v1 / s, lo8, hi7)
-    q2 = round_clamp_fadd(v2 / s, lo8, hi7)
-    q3 = round_clamp_fadd(v3 / s, lo8, hi7)
-    lo = (q0 & 0xF) | ((q1 & 0xF) << 4)
-    hi = (q2 & 0xF) | ((q3 & 0xF) << 4)
-    if c0 < cols:
-        if vec:
-            packed16[r, c0 >> uint64(2)] = uint16(lo | (hi << 8))
-        else:
-            packed[r, c0 >> uint64(1)] = uint8(lo)
-            if c0 + uint64(2) < cols:
-                packed[r, (c0 >> uint64(1)) + uint64(1)] = uint8(hi)
-
-
-@cuda.jit(device=True)
-def nibble_value(h, k):
-    """Nibble ``k`` of ``h`` as a 4-bit two's complement value (bit 3 weighs -8), float32."""
-    v = (h >> (4 * k)) & 0xF
-    return float32(int32(v - ((v & 0x8) << 1)))
-
-
-@cuda.jit(device=True)
-def int4_dequantize_quad(packed, packed16, scales, out, r, j, vec):
-    """Values 4j .. 4j + 3 of row r (one group: 128 is a multiple of 4)."""
-    cols = out.shape[1]
-    c = 4 * j
-    if c >= cols:
-        return
-    s = scales[r, c // INT4_GROUP]
-    if vec:
-        h = int32(packed16[r, j])
-        store4(out, (r, c), nibble_value(h, 0) * s, nibble_value(h, 1) * s, nibble_value(h, 2) * s,
-               nibble_value(h, 3) * s)
-    else:
-        b0 = int32(packed[r, 2 * j])
-        out[r, c] = nibble_value(b0, 0) * s
-        if c + 1 < cols:
-            out[r, c + 1] = nibble_value(b0, 1) * s
-        if c + 2 < cols:
-            b1 = int32(packed[r, 2 * j + 1])
-            out[r, c + 2] = nibble_value(b1, 0) * s
-            if c + 3 < cols:
-                out[r, c + 3] = nibble_value(b1, 1) * s
-
-
-@cuda.jit
-def int4_dequantize_tile4(packed, packed16, scales, out):
-    """Grid (tiles along the row, rows): four quads per thread a block apart, their four uint16
-    loads before the first 16-byte store; other widths and the last partial tile quad by quad."""
-    r = cuda.blockIdx.y
-    nb = cuda.blockDim.x
-    j = cuda.blockIdx.x * (4 * nb) + cuda.threadIdx.x
-    cols = out.shape[1]
-    vec = cols % 4 == 0
-    if vec and j + 3 * nb < cols // 4:
-        h0 = int32(packed16[r, j])
-        h1 = int32(packed16[r, j + nb])
-        h2 = int32(packed16[r, j + 2 * nb])
-        h3 = int32(packed16[r, j + 3 * nb])
-        s0 = scales[r, (4 * j) // INT4_GROUP]
-        s1 = scales[r, (4 * (j + nb)) // INT4_GROUP]
-        s2 = scales[r, (4 * (j + 2 * nb)) // INT4_GROUP]
-        s3 = scales[r, (4 * (j + 3 * nb)) // INT4_GROUP]
-        store4(out, (r, 4 * j), nibble_value(h0, 0) * s0, nibble_value(h0, 1) * s0, nibble_value(h0, 2) * s0,
-               nibble_value(h0, 3) * s0)
-        store4(out, (r, 4 * (j + nb)), nibble_value(h1, 0) * s1, nibble_value(h1, 1) * s1,
-               nibble_value(h1, 2) * s1, nibble_value(h1, 3) * s1)
-        store4(out, (r, 4 * (j + 2 * nb)), nibble_value(h2, 0) * s2, nibble_value(h2, 1) * s2,
-               nibble_value(h2, 2) * s2, nibble_value(h2, 3) * s2)
-        store4(out, (r, 4 * (j + 3 * nb)), nibble_value(h3, 0) * s3, nibble_value(h3, 1) * s3,
-               nibble_value(h3, 2) * s3, nibble_value(h3, 3) * s3)
-    else:
-        for k in range(4):
-            int4_dequantize_quad(packed, packed16, scales, out, r, j + k * nb, vec)
-
-
-_dummy16 = {}
-
-
-def packed16_of(packed, cols: int):
-    """The uint16 view of packed INT4 rows (two bytes = four values) when ``cols % 4 == 0``; for
-    other widths a (1, 1) dummy that the kernels never read (Numba compiles one kernel for both)."""
-    if cols % 4 == 0:
-        return packed.view(np.uint16)
-    if "u16" not in _dummy16:
-        _dummy16["u16"] = cuda.device_array((1, 1), np.uint16)
-    return _dummy16["u16"]
-
+# --- 05.2 INT4 groups of 128: the kernels live in kernel_lab.quant.int4 (the notebook's names) -----
 
 MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y: taller matrices go in slices of rows
 
-
-def launch_int4_quantize_rows(packed, scales, x, unsigned: bool = False):
-    """The 2-D-grid quantizer; ``unsigned``: its form with unsigned indices."""
-    kernel = int4_quantize_rows_u64 if unsigned else int4_quantize_rows
-    groups = -(-x.shape[1] // INT4_GROUP)
-    p16 = packed16_of(packed, x.shape[1])
-    wide = p16.shape[0] == x.shape[0]
-    for r0 in range(0, x.shape[0], MAX_GRID_Y):
-        r1 = min(r0 + MAX_GRID_Y, x.shape[0])
-        kernel[(-(-groups // Q4_WARPS), r1 - r0), 32 * Q4_WARPS](
-            x[r0:r1], packed[r0:r1], p16[r0:r1] if wide else p16, scales[r0:r1])
+# The names this module used to hold, for the scripts that still ask it (kernel_lab.quant.int4
+# imports this module, so it is looked up on first use: no import cycle).
+_INT4_NAMES = ("int4_quantize_groups", "int4_dequantize", "launch_int4_quantize", "launch_int4_dequantize",
+               "int4_quantize_rows_x4", "int4_quantize_rows_u64", "int4_quantize_rows_x8", "nibble_value",
+               "dequantize_quad", "int4_dequantize_tile4", "packed16_of", "launch_int4_quantize_rows",
+               "launch_int4_dequantize_tile4")
 
 
-def launch_int4_dequantize_tile4(out, packed, scales):
-    rows, cols = out.shape
-    p16 = packed16_of(packed, cols)
-    wide = p16.shape[0] == rows
-    for r0 in range(0, rows, MAX_GRID_Y):
-        r1 = min(r0 + MAX_GRID_Y, rows)
-        grid = (max(1, -(-(-(-cols // 4)) // (4 * THREADS))), r1 - r0)
-        int4_dequantize_tile4[grid, THREADS](packed[r0:r1], p16[r0:r1] if wide else p16, scales[r0:r1], out[r0:r1])
+def __getattr__(name):
+    if name in _INT4_NAMES:
+        from . import int4
+
+        return getattr(int4, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --- 05.5 ternary weights, per-token INT8 activations, a GEMM without multiplications -----------
