@@ -399,9 +399,123 @@ def test_block_format_correct_kernels_pass(capsys):
     out = capsys.readouterr().out
     assert out.count("bit-exact") == 3
     # the silent cases (NVFP4's tensor of zeros, MX's tiny blocks) are not counted: the notebooks store these lines
-    assert "NVFP4 quantize: scales and packed codes bit-exact in all 6 cases" in out
-    assert "MXFP4 quantize: scales and codes bit-exact in all 6 cases" in out
-    assert "MXFP8 quantize: scales and codes bit-exact in all 6 cases" in out
+    assert "NVFP4 quantize: scales and packed codes bit-exact in all 10 cases" in out
+    assert "MXFP4 quantize: scales and codes bit-exact in all 7 cases" in out
+    assert "MXFP8 quantize: scales and codes bit-exact in all 7 cases" in out
+
+
+# ------------------------------------------------------------------------------------------------
+# 05.4's fast NVFP4 steps: scales of the wrong elements, quotients an ulp off, tiny tensors
+
+
+def _nvfp4_elements(x, quotient):
+    """NVFP4 of x with the right scales and each element's code from ``quotient(x, denom)``."""
+    amax = np.float32(np.max(np.abs(x)))
+    ts = MX.nvfp4_tensor_scale(amax)
+    blocks = MX._blocks(x, 16)
+    s = F.encode((np.max(np.abs(blocks), axis=1) / np.float32(6)) / ts, "E4M3")
+    denom = (F.decode(s, "E4M3") * ts).astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        scaled = np.where(denom[:, None] > 0, quotient(blocks, denom[:, None]), np.copysign(np.float32(0), blocks))
+    codes = F.encode(scaled.astype(np.float32), "E2M1").ravel()[: x.size]
+    return MX.pack_e2m1(codes), s
+
+
+def test_nvfp4_quotients_from_an_uncorrected_reciprocal_are_named():
+    msg = _fails_with("reciprocal_ties", q.check_nvfp4_quantize,
+                      _nvfp4(lambda x, p, s: _nvfp4_elements(x, lambda b, d: b * (np.float32(1) / d))))
+    assert _key("ties_away") not in msg
+
+
+def test_nvfp4_scales_from_straddling_windows_are_named():
+    def straddle(x, p, s):  # block g's scale from x[4g .. 4g + 15]
+        xs = np.concatenate([x, np.zeros(16, np.float32)])
+        amax = np.float32(np.max(np.abs(x)))
+        win = np.array([np.max(np.abs(xs[4 * g: 4 * g + 16])) for g in range(s.size)], np.float32)
+        return p, F.encode((win / np.float32(6)) / MX.nvfp4_tensor_scale(amax), "E4M3")
+    msg = _fails_with("block_elements", q.check_nvfp4_quantize, _nvfp4(straddle))
+    assert "elements 4g .. 4g + 15" in msg
+
+
+def test_nvfp4_scales_without_the_tensor_scale_are_named():
+    def no_ts(x, p, s):
+        return p, F.encode(np.max(np.abs(MX._blocks(x, 16)), axis=1) / np.float32(6), "E4M3")
+    _fails_with("no_tensor_scale", q.check_nvfp4_quantize, _nvfp4(no_ts))
+
+
+def test_nvfp4_elements_divided_by_the_block_scale_alone_are_named():
+    def alone(x, p, s):
+        sv = np.repeat(F.decode(s, "E4M3"), 16)[: x.size]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            codes = F.encode(np.where(sv > 0, x / sv, np.copysign(np.float32(0), x)).astype(np.float32), "E2M1")
+        return MX.pack_e2m1(codes), s
+    _fails_with("denom_no_ts", q.check_nvfp4_quantize, _nvfp4(alone))
+
+
+def test_nvfp4_reciprocals_outside_the_normal_range_are_named():
+    def through_reciprocal(b, d):  # no fallback: 1 / d overflows for the tiny tensors' denominators
+        return (b * (np.float32(1) / d)).astype(np.float32)
+
+    def mutate(x, p, s):
+        if np.max(np.abs(x)) >= 2.0**-100:
+            return p, s
+        return _nvfp4_elements(x, through_reciprocal)
+    _fails_with("reciprocal_range", q.check_nvfp4_quantize, _nvfp4(mutate))
+
+    def inf_ts(x, p, s):  # the scale through 1 / ts, infinite for the tinier tensor
+        amax = np.float32(np.max(np.abs(x)))
+        ts = MX.nvfp4_tensor_scale(amax)
+        if ts >= 2.0**-125:
+            return p, s
+        with np.errstate(over="ignore", invalid="ignore"):
+            v = (np.max(np.abs(MX._blocks(x, 16)), axis=1) / np.float32(6)) * (np.float32(1) / ts)
+        return p, F.encode(v.astype(np.float32), "E4M3")
+    _fails_with("ts_range", q.check_nvfp4_quantize, _nvfp4(inf_ts))
+
+
+def test_nvfp4_lost_signs_are_named():
+    def unsigned(x, p, s):
+        pp, ss = _nvfp4_elements(x, lambda b, d: np.abs(b) / d)
+        return pp, ss
+    _fails_with("sign_lost", q.check_nvfp4_quantize, _nvfp4(unsigned))
+
+
+# ------------------------------------------------------------------------------------------------
+# 05.4's codes from the bits
+
+
+def _codes(e2m1=None, e4m3=None):
+    """A launcher writing the reference codes, the E2M1 ones through ``e2m1(x, codes)`` and the E4M3
+    magnitude codes through ``e4m3(x, codes)`` where given."""
+    def launch(out2, out4, x):
+        xh = x.copy_to_host()
+        with np.errstate(invalid="ignore"):
+            c2, c4 = F.encode(xh, "E2M1"), F.encode(np.abs(xh), "E4M3")
+        c2 = e2m1(xh, c2) if e2m1 else c2
+        c4 = e4m3(xh, c4) if e4m3 else c4
+        out2.copy_to_device(np.ascontiguousarray(c2, np.uint8))
+        out4.copy_to_device(np.ascontiguousarray(c4, np.uint8))
+    return launch
+
+
+def test_codes_from_the_bits_pass_and_their_mistakes_are_named(capsys):
+    q.check_codes_from_bits(_codes(), seed=3)
+    assert "E2M1 and E4M3 codes of" in capsys.readouterr().out
+    normal = lambda x: (np.abs(x) >= 1) & (np.abs(x) < 6)  # noqa: E731
+    _fails_with("rebias", q.check_codes_from_bits,
+                _codes(e2m1=lambda x, c: np.where(normal(x), c + 2, c).astype(np.uint8)))
+    _fails_with("ties_down", q.check_codes_from_bits,
+                _codes(e2m1=lambda x, c: np.where(np.isin(np.abs(x), F.tie_points("E2M1")) & (c & 1 == 0) & (c & 7 > 0),
+                                                  c - 1, c).astype(np.uint8)))
+    _fails_with("below_normal", q.check_codes_from_bits,
+                _codes(e4m3=lambda x, c: np.where(np.abs(x) < 2.0**-6, 0, c).astype(np.uint8)))
+    _fails_with("no_clamp", q.check_codes_from_bits,
+                _codes(e2m1=lambda x, c: np.where(np.abs(x) >= 7, c ^ 0xF, c).astype(np.uint8)))
+    _fails_with("e2m1_nan", q.check_codes_from_bits,
+                _codes(e2m1=lambda x, c: np.where(np.isnan(x), c | 8, c).astype(np.uint8)))
+    _fails_with("e2m1_sign", q.check_codes_from_bits, _codes(e2m1=lambda x, c: np.where(np.isnan(x), c, c & 7)))
+    _fails_with("e4m3_nan", q.check_codes_from_bits, _codes(e4m3=lambda x, c: np.where(np.isnan(x), 0x7E, c)))
+    _fails_with("not_done", q.check_codes_from_bits, _codes(e2m1=lambda x, c: np.zeros_like(c)))
 
 
 def test_checks_refuse_what_they_cannot_check():

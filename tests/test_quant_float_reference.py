@@ -280,9 +280,42 @@ def test_division_by_a_shared_reciprocal_is_correctly_rounded():
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), np.flatnonzero(got != want)[:5]
 
 
+def test_e2m1_nan_follows_ml_dtypes_everywhere():
+    """E2M1 has no NaN; the course's rule is ml_dtypes' (0b1000 for a NaN whose sign bit is clear,
+    0b0000 when it is set): the NumPy encoder, the kernels' e2m1_code and ml_dtypes agree on NaNs of
+    both signs and several payloads."""
+    nans = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FFFFFFF, 0xFFFFFFFF], np.uint32).view(np.float32)
+    with np.errstate(invalid="ignore"):
+        oracle = nans.astype(F.E2M1.ml_dtypes_type()).view(np.uint8) & 0xF
+    assert oracle.tolist() == [8, 0, 8, 0, 8, 0]
+    assert F.encode(nans, "E2M1").tolist() == oracle.tolist()
+    out = cuda.device_array(nans.size, np.uint8)
+
+    @cuda.jit
+    def kernel(x, codes):
+        i = cuda.grid(1)
+        if i < x.size:
+            codes[i] = np.uint8(fk.e2m1_code(x[i]))
+
+    kernel[1, 32](cuda.to_device(nans), out)
+    assert out.copy_to_host().tolist() == oracle.tolist()
+
+
+def test_the_nvfp4_launcher_refuses_arrays_that_do_not_fit():
+    x = cuda.to_device(np.ones(40, np.float32))
+    amax = cuda.to_device(np.float32([1.0]))
+    with pytest.raises(Exception, match="packed must be"):
+        fk.nvfp4_quantize(cuda.device_array(19, np.uint8), cuda.device_array(3, np.uint8), x, amax)
+    with pytest.raises(Exception, match="scales must be"):
+        fk.nvfp4_quantize(cuda.device_array(20, np.uint8), cuda.device_array(2, np.uint8), x, amax)
+    with pytest.raises(Exception, match="float32"):
+        fk.nvfp4_quantize(cuda.device_array(20, np.uint8), cuda.device_array(3, np.uint8),
+                          cuda.to_device(np.ones(40)), amax)
+
+
 def test_fast_block_quantizers_match_the_references_on_ties_zeros_and_scales():
-    """The fast kernels (NVFP4: a block of 16 per thread, or quads when x.size is not a multiple of
-    16; MX: quads) against the references, on
+    """The fast kernels (NVFP4: a block of 16 per thread, the last block partial where x.size is not
+    a multiple of 16; MX: quads) against the references, on
     every E2M1 rounding midpoint and its neighbours, signed zeros, and blocks spread over 2^+-12."""
     ties = [6, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5, -0.25, -0.75, -1.25, -1.75, -2.5, -3.5, -5, -0.0,
             0.2, 0.3, 0.7, 0.8, 1.2, 1.3, 1.7, 1.8, 2.4, 2.6, 3.4, 3.6, 4.9, 5.1, 5.9, -6]

@@ -14,8 +14,11 @@ reinterpret a float32 *scalar* as its bits:
   significand) and rebuilt with ``math.ldexp`` (exact, a power-of-two scaling; on a GPU its exponent must be an int32).
 
 Both paths end in :func:`round_to_code`, the one place those kernels round (to nearest, ties to
-even). The package's fast block quantizers (end of the NVFP4 section) instead read the bits with
-:func:`kernel_lab.bitcast.float_bits` and round with a handful of integer instructions.
+even). The fast block quantizers (05.4's last NVFP4 kernel, which the learner writes in three steps,
+and the package's MX quad kernels) instead read the bits with :func:`kernel_lab.bitcast.float_bits`
+and round with a handful of integer instructions (:func:`e2m1_code`, :func:`e4m3_magnitude_code`).
+Where a notebook defines a kernel or device function of the same name as one here, the two are the
+same code (``tests/test_package_copies.py``).
 Format constants are passed as arguments (see :data:`ENCODE_ARGS` / :data:`DECODE_ARGS`).
 
 Layouts: FP8 codes are one byte per element. E2M1 codes are packed two per byte, **element 2i in
@@ -34,6 +37,7 @@ from ..environment import on_simulator
 from ..sizes import blocks_for
 from . import fp8 as _fp8
 from ..bitcast import bits_float, float_bits
+from ..validate import KernelLabArgumentError
 from ..vector_loads import load4, store4
 
 from numba import cuda, float32, int32, int64, uint8, uint16, uint32  # noqa: E402  (after kernel_lab chose the target)
@@ -49,6 +53,12 @@ NVFP4_BLOCK = 16
 MX_BLOCK = 32
 NVFP4_AMAX_DIVISOR = 6.0 * 448.0  # tensor scale = amax / (E2M1 max * E4M3 max)
 SPECIALS = {"none": 0, "e4m3": 1, "ieee": 2}
+# The block formats' format arguments for encode_value (M, BIAS, MAX_CODE, SIGN_SHIFT) and decode_value
+# (M, BIAS, EXP_BITS, SIGN_SHIFT), as 05.4's kernels spell them (``encode_value(v, *E2M1)``).
+E2M1 = (1, 1, 7, 3)
+E4M3 = (3, 7, 0x7E, 7)
+E2M1_DEC = (1, 1, 2, 3)
+E4M3_DEC = (3, 7, 4, 7)
 
 
 def encode_args(fmt, saturate=True):
@@ -227,38 +237,10 @@ def fp8_decode(out, codes, fmt="E4M3", per_thread=1):
 
 # ================================================================================================
 # NVFP4 (05.4): E2M1 elements, an E4M3 scale per 16, an FP32 tensor scale from the tensor's amax
-
-
-@cuda.jit
-def nvfp4_quantize_kernel(x, packed, scales, amax):
-    """One thread per output byte (two elements); 8 neighbouring lanes share a block of 16."""
-    t = cuda.grid(1)
-    n = x.size
-    i = 2 * t
-    v0 = x[i] if i < n else float32(0)
-    v1 = x[i + 1] if i + 1 < n else float32(0)
-    m = max(abs(v0), abs(v1))
-    for offset in (1, 2, 4):  # every lane takes part (no early return): the mask is the whole warp
-        m = max(m, cuda.shfl_xor_sync(FULL_MASK, m, offset))
-    ts = amax[0] / float32(NVFP4_AMAX_DIVISOR)
-    if ts == 0:
-        ts = float32(1)
-    s_code = encode_value((m / float32(6)) / ts, 3, 7, 0x7E, 7)  # E4M3, rounded to nearest even
-    denom = decode_value(s_code, 3, 7, 4, 7) * ts
-    q0 = 0
-    q1 = 0
-    if denom > 0:
-        q0 = encode_value(v0 / denom, 1, 1, 7, 3)
-        q1 = encode_value(v1 / denom, 1, 1, 7, 3)
-    else:  # a block far below the tensor's scale: zeros, signs kept
-        q0 = 8 if math.copysign(float32(1), v0) < 0 else 0
-        q1 = 8 if math.copysign(float32(1), v1) < 0 else 0
-    if i < n:
-        if i + 1 >= n:
-            q1 = 0
-        packed[t] = uint8(q0 | (q1 << 4))  # element 2t low, 2t+1 high
-        if t % 8 == 0:
-            scales[t // 8] = uint8(s_code)
+#
+# The quantizer is at the end of the fast forms below (nvfp4_quantize_blocks, the kernel the learner
+# writes last in 05.4). Notebook 05.4's first quantizer (one thread per output byte, eight lanes a
+# block, the general encoder) is the learner's alone: nothing else runs it, so the package keeps no copy.
 
 
 @cuda.jit
@@ -382,14 +364,16 @@ def _word_grid(nw):
     return max(1, blocks_for(nw, WORDS_PER_THREAD * THREADS))
 
 
-# --- the block quantizers' fast form: four values per lane, codes from the bits -----------------
+# --- the block quantizers' fast forms: codes from the bits ---------------------------------------
 #
-# The one-byte kernels above spend their time on instructions: per pair of elements two divisions
-# (or ldexp calls), two general encodes (frexp, 64-bit shifts) and one E4M3 scale encode per lane.
-# Here a lane takes four values with one 16-byte load (four or eight lanes a block), encodes its
-# block's scale once for four values, and rounds the scale to E4M3 and each element to E2M1 from
-# their bits (below). The products and quotients are the same float32 operations as the references', so
-# the codes are the same bits; rows whose length is not a multiple of 4 take the one-element kernels.
+# One thread per output byte (05.4's first kernels, and mxfp4/mxfp8_quantize_kernel below) spends its
+# time on instructions: per pair of elements two divisions (or ldexp calls), two general encodes
+# (frexp, 64-bit shifts) and one E4M3 scale encode per lane. The fast forms round each element to
+# E2M1 or E4M3 from its bits (below) and take more values per thread: NVFP4 a whole block of 16 per
+# thread, its 16 quotients from one reciprocal (nvfp4_quantize_blocks, the kernel 05.4's learner
+# writes last, in three steps); MX four values per lane from one 16-byte load, eight lanes a block of
+# 32 (the quad kernels, the package's own). The products and quotients are the same float32
+# operations as the references', so the codes are the same bits.
 
 
 # Rounding by the float unit's own adder, and by integer arithmetic on the bits: no branch and no
@@ -410,38 +394,39 @@ def _word_grid(nw):
 
 
 @cuda.jit(device=True, forceinline=True)
-def _round_bits(b, drop, rebias, top):
+def round_bits(b, drop, rebias, top):
     """Code of the magnitude whose float32 bits are ``b`` (at least the format's smallest normal), in a
-    format keeping ``23 - drop`` mantissa bits: to nearest, ties to even, at most ``top``."""
-    r = int32(b + int32((1 << (drop - 1)) - 1))
-    r = int32(r + int32((b >> drop) & 1))
+    format keeping ``23 - drop`` mantissa bits: to nearest, ties to even, at most ``top``. ``rebias``
+    is ``(127 - BIAS) << M``: the float32 exponent field less the format's, in place in the code."""
+    r = int32(b + int32((1 << (drop - 1)) - 1))  # half a step less one ...
+    r = int32(r + int32((b >> drop) & 1))  # ... plus the last kept bit: a tie carries when that bit is odd
     return min(int32(int32(r >> drop) - rebias), top)
 
 
 @cuda.jit(device=True, forceinline=True)
 def e2m1_code(q):
     """Saturating E2M1 code of ``q``: to nearest, ties to even, the sign from its sign bit (-0
-    included). The reference's code for every float32 but NaN (which gives 0, with its sign)."""
+    included). A NaN (E2M1 has none) gives ml_dtypes' code: 0b1000 for a NaN whose sign bit is clear,
+    0b0000 for one whose sign bit is set (see :mod:`kernel_lab.quant.fp8`). The reference's code
+    for every float32."""
     a = abs(q)
-    b = min(int32(float_bits(a)), int32(0x7F800000))  # NaN bits as infinity's: no int32 overflow
-    if a < float32(1):  # halves, 0..2: the adder rounds a + 2^22 to a multiple of its ulp, 0.5
+    if a < float32(1):  # 0, 0.5 or 1: the adder rounds a + 2^22 to a multiple of its ulp, 0.5
         c = int32(int32(float_bits(a + float32(4194304.0))) - int32(0x4A800000))
-    else:
-        c = _round_bits(b, 22, int32(252), int32(7))
+    else:  # NaN's bits taken as infinity's: no int32 overflow in round_bits
+        c = round_bits(min(int32(float_bits(a)), int32(0x7F800000)), 22, int32(252), int32(7))
     if not a >= float32(0):  # NaN
-        c = int32(0)
-    return int32(c | int32(int32(float_bits(q) >> 28) & int32(8)))
+        c = int32(8)
+    return int32(c ^ int32(int32(float_bits(q) >> 28) & int32(8)))  # the sign bit, -0's included
 
 
 @cuda.jit(device=True, forceinline=True)
 def e4m3_magnitude_code(s):
     """Saturating E4M3 code of ``s >= 0`` (NaN: E4M3's NaN, 0x7F): the reference's code."""
-    b = min(int32(float_bits(s)), int32(0x7F800000))
-    if s < float32(0.015625):  # below 2^-6: steps of 2^-9 (2^14's ulp), 0..8
+    if s < float32(0.015625):  # below 2^-6: steps of 2^-9, the ulp of 2^14: codes 0..8
         c = int32(int32(float_bits(s + float32(16384.0))) - int32(0x46800000))
     else:
-        c = _round_bits(b, 20, int32(960), int32(0x7E))
-    if not s >= float32(0):
+        c = round_bits(min(int32(float_bits(s)), int32(0x7F800000)), 20, int32(960), int32(0x7E))
+    if not s >= float32(0):  # NaN
         c = int32(0x7F)
     return c
 
@@ -476,25 +461,19 @@ def e4m3_magnitude_value(c):
 
 
 def _quad_quantizer(fmt: str):
-    """``fmt``: "NVFP4" (4 lanes a block of 16), "MXFP4" or "MXFP8" (8 lanes a block of 32): quad j of
-    x (values 4j .. 4j + 3) -> word j of the codes (2 bytes of E2M1 codes, or 4 of E4M3); four quads
-    per thread a block apart, all loaded first. x.size must be a multiple of 4. One kernel per
-    format: each holds only its own path."""
-    mx, fp8 = fmt != "NVFP4", fmt == "MXFP8"
+    """``fmt``: "MXFP4" or "MXFP8" (8 lanes a block of 32): quad j of x (values 4j .. 4j + 3) -> word j
+    of the codes (2 bytes of E2M1 codes, or 4 of E4M3); four quads per thread a block apart, all
+    loaded first. x.size must be a multiple of 4. One kernel per format: each holds only its own
+    path. (NVFP4 had a quad form too, at about 72% of the copy roofline on an H100: its scale's
+    divisions and encode ran in each of a block's four lanes; nvfp4_quantize_blocks replaced it.)"""
+    fp8 = fmt == "MXFP8"
     EMAX = int32(8 if fp8 else 2)  # the element format's largest exponent (448 = 1.75 * 2^8, 6 = 1.5 * 2^2)
 
     @cuda.jit
-    def quantize_quads(x, words, scales, amax):
+    def quantize_quads(x, words, scales):
         nb = cuda.blockDim.x
         j0 = cuda.blockIdx.x * 4 * nb + cuda.threadIdx.x
         nq = x.size // 4
-        ts = float32(1)
-        if not mx:
-            ts = amax[0] / float32(NVFP4_AMAX_DIVISOR)
-            if ts == 0:
-                ts = float32(1)
-        rts = float32(1) / ts  # the quotients by ts and by 6 from their reciprocals (``divide``) ...
-        ts_normal = float32(2.0 ** -125) <= ts <= float32(2.0 ** 125)  # ... where both stay normal
         v = cuda.local.array((4, 4), float32)
         for k in range(4):  # every load first; quads past the end are zeros and still shuffle
             j = j0 + k * nb
@@ -507,77 +486,69 @@ def _quad_quantizer(fmt: str):
             m = max(max(abs(v[k, 0]), abs(v[k, 1])), max(abs(v[k, 2]), abs(v[k, 3])))
             m = max(m, cuda.shfl_xor_sync(FULL_MASK, m, 1))  # the block's lanes: j % 4 == lane % 4
             m = max(m, cuda.shfl_xor_sync(FULL_MASK, m, 2))
+            m = max(m, cuda.shfl_xor_sync(FULL_MASK, m, 4))
+            # E8M0 code: floor(log2 m) is m's exponent field less 127 (subnormal m and 0 clamp to 0): the
+            # rule of mx_scale_code, read from the bits
+            code = min(max(int32(float_bits(m) >> 23) - EMAX, int32(0)), int32(254))
+            # v * 2^(127 - code) (ldexp's bits): the power of two built from its exponent field
+            f = bits_float(uint32((int32(254) - code) << 23) if code < 254 else uint32(0x400000))
             c = cuda.local.array(4, int32)
-            if mx:
-                m = max(m, cuda.shfl_xor_sync(FULL_MASK, m, 4))
-                # E8M0 code: floor(log2 m) is m's exponent field less 127 (subnormal m and 0 clamp to 0)
-                code = min(max(int32(float_bits(m) >> 23) - EMAX, int32(0)), int32(254))
-                # v * 2^(127 - code) (ldexp's bits): the power of two built from its exponent field
-                f = bits_float(uint32((int32(254) - code) << 23) if code < 254 else uint32(0x400000))
-                for i in range(4):
-                    if fp8:
-                        c[i] = e4m3_code(v[k, i] * f)
-                    else:
-                        c[i] = e2m1_code(v[k, i] * f)
-            else:
-                if ts_normal and m >= float32(2.0 ** -100):
-                    code = e4m3_magnitude_code(divide(divide(m, float32(6), float32(1 / 6)), ts, rts))
+            for i in range(4):
+                if fp8:
+                    c[i] = e4m3_code(v[k, i] * f)
                 else:
-                    code = e4m3_magnitude_code((m / float32(6)) / ts)
-                denom = e4m3_magnitude_value(code) * ts
-                if float32(2.0 ** -125) <= denom <= float32(2.0 ** 125):  # 1 / denom normal: one division a quad
-                    r = float32(1) / denom
-                    for i in range(4):
-                        c[i] = e2m1_code(divide(v[k, i], denom, r))
-                else:
-                    for i in range(4):
-                        if denom > 0:
-                            c[i] = e2m1_code(v[k, i] / denom)
-                        else:  # a block far below the tensor's scale: zeros, signs kept
-                            c[i] = int32(int32(float_bits(v[k, i]) >> 28) & int32(8))
+                    c[i] = e2m1_code(v[k, i] * f)
             if j < nq:
                 if fp8:
                     words[j] = uint32(c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24))
                 else:
                     words[j] = uint16(c[0] | (c[1] << 4) | (c[2] << 8) | (c[3] << 12))
-                if mx:
-                    if j % 8 == 0:
-                        scales[j // 8] = uint8(code)
-                elif j % 4 == 0:
-                    scales[j // 4] = uint8(code)
+                if j % 8 == 0:
+                    scales[j // 8] = uint8(code)
     return quantize_quads
 
 
-QUAD_QUANTIZERS = {f: _quad_quantizer(f) for f in ("NVFP4", "MXFP4", "MXFP8")}
+QUAD_QUANTIZERS = {f: _quad_quantizer(f) for f in ("MXFP4", "MXFP8")}
 
 
 @cuda.jit
-def nvfp4_quantize_blocks(x, packed32, scales, amax):
-    """NVFP4 with one block of 16 per thread (x.size a multiple of 16): the block's scale is computed
-    once per 16 values instead of once per four in every lane of the block, which is what kept the
-    quad kernel at about 72% of the copy roofline (the scale's divisions, encode and reciprocal are
-    a warp instruction each, whatever how many of its lanes share a block). A lane's four 16-byte
-    loads are contiguous (64 bytes), a warp's are 64 bytes apart: each sector is fetched once and
-    read twice from L1. The 16 codes go out as two 4-byte words."""
-    b = cuda.grid(1)
-    if b >= x.size // 16:
-        return
-    ts = amax[0] / float32(NVFP4_AMAX_DIVISOR)
-    if ts == 0:
-        ts = float32(1)
+def nvfp4_quantize_blocks(x, packed, packed32, scales, amax):
+    """NVFP4, one block of 16 values per thread: 05.4's last kernel, the learner's (exercise 5).
+
+    The block's amax, its scale and the scale's reciprocal are computed once per 16 values (in the
+    kernels with one byte per thread, every lane of a block computed them again), the 16 values come
+    in with four 16-byte loads and their codes go out as two 4-byte words of ``packed32`` (the uint32
+    view of ``packed``'s whole blocks); a last, partial block is read and written element by element,
+    through ``packed``. Each code is rounded from the bits (:func:`e2m1_code`), each quotient by the
+    block's scale comes from one reciprocal and two FMAs (:func:`divide`), exactly rounded, so the
+    codes are the reference's bit for bit. Where a divisor or its reciprocal would not be a normal
+    float32 (a tensor or a block far below float32's range), plain divisions take over. On an H100 an
+    earlier form of this kernel (whole blocks only) reached 98% of the copy roofline."""
+    b = cuda.grid(1)  # this thread's block: x[16b .. 16b + 15], scale code scales[b]
+    n = x.size
+    if 16 * b >= n:
+        return  # no shuffles here: a thread past the end may leave at once
+    whole = 16 * b + 16 <= n
     v = cuda.local.array(16, float32)
-    for k in range(4):
-        v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3] = load4(x, 16 * b + 4 * k)
+    if whole:  # four 16-byte loads (16b is a multiple of 4)
+        for k in range(4):
+            v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3] = load4(x, 16 * b + 4 * k)
+    else:  # the last, partial block: zeros past the end
+        for i in range(16):
+            v[i] = x[16 * b + i] if 16 * b + i < n else float32(0)
     m = float32(0)
     for i in range(16):
         m = max(m, abs(v[i]))
-    if float32(2.0 ** -125) <= ts <= float32(2.0 ** 125) and m >= float32(2.0 ** -100):
+    ts = amax[0] / float32(2688)  # the FP32 tensor scale: amax / (6 * 448)
+    if ts == 0:
+        ts = float32(1)
+    if float32(2.0 ** -125) <= ts <= float32(2.0 ** 125) and m >= float32(2.0 ** -100):  # all normal
         code = e4m3_magnitude_code(divide(divide(m, float32(6), float32(1 / 6)), ts, float32(1) / ts))
     else:
         code = e4m3_magnitude_code((m / float32(6)) / ts)
     denom = e4m3_magnitude_value(code) * ts
     c = cuda.local.array(16, int32)
-    if float32(2.0 ** -125) <= denom <= float32(2.0 ** 125):
+    if float32(2.0 ** -125) <= denom <= float32(2.0 ** 125):  # 1 / denom normal: one division for 16
         r = float32(1) / denom
         for i in range(16):
             c[i] = e2m1_code(divide(v[i], denom, r))
@@ -587,26 +558,51 @@ def nvfp4_quantize_blocks(x, packed32, scales, amax):
                 c[i] = e2m1_code(v[i] / denom)
             else:  # a block far below the tensor's scale: zeros, signs kept
                 c[i] = int32(int32(float_bits(v[i]) >> 28) & int32(8))
-    for h in range(2):
-        w = uint32(0)
-        for i in range(8):
-            w |= uint32(c[8 * h + i]) << uint32(4 * i)
-        packed32[2 * b + h] = w
+    if whole:  # two words of eight codes, element 16b + i in bits 4(i % 8) of word 2b + i // 8
+        for h in range(2):
+            w = uint32(0)
+            for i in range(8):
+                w |= uint32(c[8 * h + i]) << uint32(4 * i)
+            packed32[2 * b + h] = w
+    else:
+        for j in range(8):
+            if 16 * b + 2 * j < n:
+                packed[8 * b + j] = uint8(c[2 * j] | (c[2 * j + 1] << 4))
     scales[b] = uint8(code)
 
 
+def _check_nvfp4_arrays(packed, scales, x, amax):
+    """The launcher's promise, checked before anything runs: a clear message instead of a kernel that
+    reads or writes past an array (or a 16-byte load at a misaligned address, on a GPU)."""
+    n = x.size
+    if x.ndim != 1 or x.dtype != np.float32 or n == 0:
+        raise KernelLabArgumentError(f"x must be a non-empty 1-D float32 device array, got {x.dtype} of shape "
+                                     f"{x.shape}")
+    for name, arr, size, dtype in [("packed", packed, (n + 1) // 2, np.uint8), ("scales", scales, -(-n // 16), np.uint8),
+                                   ("amax", amax, 1, np.float32)]:
+        if arr.ndim != 1 or arr.dtype != dtype or arr.size != size:
+            raise KernelLabArgumentError(f"{name} must be a 1-D {np.dtype(dtype).name} device array of {size} "
+                                         f"elements for {n} values, got {arr.dtype} of shape {arr.shape}")
+    pointer = getattr(getattr(x, "gpu_data", None), "device_ctypes_pointer", None)
+    if pointer is not None and pointer.value and pointer.value % 16:
+        raise KernelLabArgumentError("x must start at a 16-byte boundary (a device allocation, or a slice from "
+                                     "a multiple of 4): the kernel reads it with 16-byte loads")
+
+
+def nvfp4_words(packed, n):
+    """The uint32 view of the bytes of ``packed`` that hold whole blocks of 16 (8 bytes each), or a
+    one-word stand-in when there is none (shorter than one block)."""
+    whole = n // 16 * 8
+    return packed[:whole].view(np.uint32) if whole else cuda.device_array(1, np.uint32)
+
+
 def nvfp4_quantize(packed, scales, x, amax):
-    if x.size % 16 == 0:  # whole blocks: the fastest form
-        nb = x.size // 16
-        nvfp4_quantize_blocks[max(1, blocks_for(nb, THREADS)), THREADS](x, packed.view(np.uint32), scales, amax)
-        return
-    if x.size % 4 == 0:  # whole quads: the fast form
-        nq = x.size // 4
-        QUAD_QUANTIZERS["NVFP4"][max(1, blocks_for(nq, 4 * THREADS)), THREADS](x, packed.view(np.uint16), scales,
-                                                                               amax)
-        return
-    nbytes = blocks_for(x.size, 2)
-    nvfp4_quantize_kernel[blocks_for(nbytes, THREADS), THREADS](x, packed, scales, amax)
+    """Launch :func:`nvfp4_quantize_blocks`: ``packed`` (uint8, (n + 1) // 2) and ``scales`` (uint8, one
+    per 16) from ``x`` (float32, n) and the tensor's amax (a one-element float32 device array)."""
+    _check_nvfp4_arrays(packed, scales, x, amax)
+    nblocks = blocks_for(x.size, 16)
+    nvfp4_quantize_blocks[blocks_for(nblocks, THREADS), THREADS](x, packed, nvfp4_words(packed, x.size), scales,
+                                                                 amax)
 
 
 def nvfp4_dequantize(out, packed, scales, amax):
@@ -632,7 +628,7 @@ def mx_scale_code(amax, EMAX):
     """OCP MX v1.0: X = 2**(floor(log2(amax)) - emax of the element format), as an E8M0 code."""
     if amax == 0:
         return 0
-    _mant, ex = math.frexp(amax)  # amax = mant * 2**ex, floor(log2(amax)) = ex - 1
+    mant, ex = math.frexp(amax)  # amax = mant * 2**ex, 0.5 <= mant < 1: floor(log2(amax)) = ex - 1
     return min(max(int64(ex) - 1 - EMAX + 127, 0), 254)
 
 
@@ -648,8 +644,8 @@ def mxfp4_quantize_kernel(x, packed, scales):
     for offset in (1, 2, 4, 8):
         m = max(m, cuda.shfl_xor_sync(FULL_MASK, m, offset))
     code = mx_scale_code(m, 2)  # E2M1: largest value 6 = 1.5 * 2**2
-    q0 = encode_value(float32(math.ldexp(v0, int32(127 - code))), 1, 1, 7, 3)
-    q1 = encode_value(float32(math.ldexp(v1, int32(127 - code))), 1, 1, 7, 3)
+    q0 = encode_value(float32(math.ldexp(v0, int32(127 - code))), *E2M1)
+    q1 = encode_value(float32(math.ldexp(v1, int32(127 - code))), *E2M1)
     if i < n:
         if i + 1 >= n:
             q1 = 0
@@ -668,7 +664,7 @@ def mxfp8_quantize_kernel(x, codes, scales):
     for offset in (1, 2, 4, 8, 16):
         m = max(m, cuda.shfl_xor_sync(FULL_MASK, m, offset))
     code = mx_scale_code(m, 8)  # E4M3: largest value 448 = 1.75 * 2**8
-    q = encode_value(float32(math.ldexp(v, int32(127 - code))), 3, 7, 0x7E, 7)
+    q = encode_value(float32(math.ldexp(v, int32(127 - code))), *E4M3)
     if i < n:
         codes[i] = uint8(q)
         if i % 32 == 0:
@@ -703,7 +699,7 @@ def mx_quantize(codes, scales, x, elements="E2M1"):
         nq = x.size // 4
         fp4 = elements.upper() == "E2M1"
         QUAD_QUANTIZERS["MXFP4" if fp4 else "MXFP8"][max(1, blocks_for(nq, 4 * THREADS)), THREADS](
-            x, codes.view(np.uint16 if fp4 else np.uint32), scales, scales)
+            x, codes.view(np.uint16 if fp4 else np.uint32), scales)
         return
     if elements.upper() == "E2M1":
         nbytes = blocks_for(x.size, 2)

@@ -24,6 +24,14 @@ has no infinity. A value overflows when it rounds past the largest finite value:
 464 (448 plus half a step, a tie that goes to the even 448) still give 448. NaN gives NaN, sign
 kept (E4M3 0x7F, E5M2 0x7E: the codes ml_dtypes produces). E2M1 has neither infinity nor NaN and
 always saturates (to +-6).
+
+**E2M1 and NaN.** The MX specification leaves the conversion of a NaN to E2M1 to the implementation;
+the course follows ml_dtypes, its oracle: a NaN gives the code 0b1000 (the bit pattern of -0, which
+ml_dtypes uses as this format's NaN), and a NaN whose sign bit is set gives 0b0000 (ml_dtypes negates
+that pattern for a negative NaN). A zero adds nothing to a dot product, where +-6 would add the
+block's largest value. Every E2M1 encoder here follows the rule: :func:`encode` (and with it the
+block references of :mod:`~kernel_lab.quant.microscaling`) and the kernels' ``e2m1_code``; the tests
+hold all three to ml_dtypes on NaNs of both signs.
 """
 
 from __future__ import annotations
@@ -150,8 +158,9 @@ def encode(x, fmt, saturate: bool = True) -> np.ndarray:
     q = xp.where(shift >= 25, 0, q)
     code = ((eff + f.bias - 1) << m) + q
     code = xp.where(code > f.max_code, f.overflow_code(saturate), code)
-    if f.nan_code is not None:
-        code = xp.where(a > 0x7F800000, f.nan_code, code)
+    if f.nan_code is None:  # E2M1: a NaN becomes ml_dtypes' code, -0's pattern with the NaN's sign bit flipped
+        return xp.where(a > 0x7F800000, sign ^ (1 << (f.bits - 1)), sign | code).astype(xp.uint8)
+    code = xp.where(a > 0x7F800000, f.nan_code, code)
     return (sign | code).astype(xp.uint8)
 
 
