@@ -317,7 +317,7 @@ def launch_int4_quantize(packed, scales, x):
 
 def launch_int4_dequantize(out, packed, scales):
     rows, cols = _require_int4(out, packed, scales, "out")
-    int4_dequantize[(-(-rows // 8), max(1, -(-packed.shape[1] // 32))), (8, 32)](packed, scales, out)
+    int4_dequantize[(rows, max(1, -(-packed.shape[1] // 256))), (1, 256)](packed, scales, out)  # a row a block along x
 
 
 QUANTIZERS = {"x4": (int4_quantize_rows_x4, 1), "u64": (int4_quantize_rows_u64, 1), "x8": (int4_quantize_rows_x8, 2)}
