@@ -37,6 +37,7 @@ def _compile_all(cc=(9, 0)):
     f32v, f32m, f64v = arr["float32_1"], arr["float32_2"], arr["float64_1"]
     i8v, i8m, u8m, i32v, i32m = arr["int8_1"], arr["int8_2"], arr["uint8_2"], arr["int32_1"], arr["int32_2"]
     u16m = arr["uint16_2"]
+    u32v, u32m = types.Array(types.uint32, 1, "C"), types.Array(types.uint32, 2, "C")
     kernels = {
         "int8_quantize": (K.int8_quantize, (f32v, f32v, i8v, f32v)),
         "int8_dequantize": (K.int8_dequantize, (i8v, f32v, f32v)),
@@ -54,6 +55,10 @@ def _compile_all(cc=(9, 0)):
         "ternary_quantize_pack": (K.ternary_quantize_pack, (f32m, f64v, u8m, f32v)),
         "int8_rows_quantize": (K.int8_rows_quantize, (f32m, i8m, f32v)),
         "ternary_gemm": (K.ternary_gemm, (i8m, f32v, u8m, f32v, f32m)),
+        "ternary_gemm_dp4a": (K.ternary_gemm_dp4a, (i32m, f32v, u8m, f32v, f32m, i32v)),
+        "ternary_gemm_rows4": (K.ternary_gemm_rows4, (i32m, f32v, u32m, f32v, f32m, i32v)),
+        "abs_sum_x4": (K.abs_sum_x4, (f32v, f64v)),
+        "ternary_pack_x16": (K.ternary_pack_x16, (f32v, f64v, u32v, f32v)),
         "dp4a_gemm_naive": (K.dp4a_gemm_naive, (i32m, i32m, i32m)),
         "dp4a_gemm tiled": (K.launch_dp4a_gemm.kernel, (i32m, i32m, i32m, f32v, f32v)),
         "w8a8_gemm tiled": (K.launch_w8a8_gemm.kernel, (i32m, i32m, f32m, f32v, f32v)),

@@ -39,7 +39,8 @@ NOTEBOOKS = {"02": sorted((ROOT / "solutions/02-reductions-and-gemm").glob("*.ip
              "03": sorted((ROOT / "solutions/03-fusion").glob("*.ipynb")),
              "05": [ROOT / "solutions/05-quantization/05.2-int4-groups.ipynb",
                     ROOT / "solutions/05-quantization/05.3-fp8-e4m3-e5m2.ipynb",
-                    ROOT / "solutions/05-quantization/05.4-nvfp4-and-mx.ipynb"]}
+                    ROOT / "solutions/05-quantization/05.4-nvfp4-and-mx.ipynb",
+                    ROOT / "solutions/05-quantization/05.5-ternary.ipynb"]}
 
 RESULTS = {}  # (kernel name, argument types) -> line printed
 CONTEXT = {"where": ""}

@@ -313,20 +313,20 @@ def tern_launcher(kernel):
 
 
 def test_ternary_packing_order_named():
-    bad = mutant(K.ternary_quantize_pack, "byte |= (v & 3) << (2 * t)", "byte |= (v & 3) << (6 - 2 * t)")
+    bad = mutant(K.ternary_quantize_pack, "byte |= (t & 3) << (2 * i)", "byte |= (t & 3) << (6 - 2 * i)")
     with pytest.raises(CheckFailed, match="packing order"):
         checks.check_ternary_quantize(tern_launcher(bad), seed=17)
 
 
 def test_ternary_minus_one_code_named():
-    bad = mutant(K.ternary_quantize_pack, "byte |= (v & 3) << (2 * t)", "byte |= (2 if v < 0 else v) << (2 * t)")
+    bad = mutant(K.ternary_quantize_pack, "byte |= (t & 3) << (2 * i)", "byte |= (2 if t < 0 else t) << (2 * i)")
     with pytest.raises(CheckFailed, match="-1 was stored as 10"):
         checks.check_ternary_quantize(tern_launcher(bad), seed=18)
 
 
 def test_ternary_ties_and_tail_named():
-    bad = mutant(K.ternary_quantize_pack, "v = min(max(round(w[r, c] / s), -1), 1)",
-                 "v = min(max(int(math.floor(abs(w[r, c] / s) + 0.5)) * (1 if w[r, c] >= 0 else -1), -1), 1)",
+    bad = mutant(K.ternary_quantize_pack, "t = min(max(round(w[r, c] / s), -1), 1)",
+                 "t = min(max(int(math.floor(abs(w[r, c] / s) + 0.5)) * (1 if w[r, c] >= 0 else -1), -1), 1)",
                  math=__import__("math"))
     with pytest.raises(CheckFailed, match="ties are rounded away from zero"):
         checks.check_ternary_quantize(tern_launcher(bad), seed=19)
@@ -356,7 +356,7 @@ def test_ternary_gemm_mistakes_named():
                    "elif code == 3:\n                    acc += 3 * int32(a[m, k])")
     with pytest.raises(CheckFailed, match="code 11 was added as \\+3"):
         checks.check_ternary_gemm(lambda o, a, sa, p, sw: plus3[(1, 1), (16, 8)](a, sa, p, sw, o), shapes=GEMM, seed=23)
-    tail = mutant(K.ternary_gemm, "            if k < k_total:", "            if k < k_total - k_total % 4:")
+    tail = mutant(K.ternary_gemm, "            if k < a.shape[1]:", "            if k < a.shape[1] - a.shape[1] % 4:")
     with pytest.raises(CheckFailed, match="were skipped"):
         checks.check_ternary_gemm(lambda o, a, sa, p, sw: tail[(1, 1), (16, 8)](a, sa, p, sw, o),
                                   shapes=[("3 x 6 x 137", (3, 6, 137))], seed=24)

@@ -26,7 +26,13 @@ when the wrong result is exactly what that mistake produces:
   "normal" inputs plant values where the two round apart); INT4: the two bytes of a 2-byte store
   swapped, one code of four rounded wrong, a value given another group's scale, the 16-byte path's
   last partial tile skipped;
-* ternary: packing order, the code of -1; GEMMs: the last K word skipped, group scales misplaced.
+* ternary: packing order, the code of -1; the sum of |w| (16-byte loads, a grid-stride loop): values
+  added twice, a trip or a quad of four missing, float32 accumulation, the sign kept; sixteen codes a
+  word: their order, the thread's weights at 4g instead of 16g, a missing load; GEMMs: the last K word
+  skipped, group scales misplaced; the warp forms: lanes stopping after their first byte or word, the
+  lanes' partial sums never added, four rows reading one row's activations;
+* a kernel that never finishes (a loop whose condition stays true): the simulator stops it after
+  ``TIME_LIMIT_S`` and the check names the lines its threads were at.
 
 Outputs are poisoned first: floats with NaN, integer codes with the bitwise complement of the right
 answer, so that an element never written cannot pass by luck.
@@ -34,7 +40,10 @@ answer, so that an element never written cannot pass by luck.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
+import sys
+import threading
 
 import numpy as np
 
@@ -90,11 +99,47 @@ def _misaligned(name, text):
                        + MISALIGNED_HINT + gpu)
 
 
+# A check's launch takes a few seconds in the simulator at the checks' sizes. One still running after
+# TIME_LIMIT_S never finishes (a loop whose condition stays true, a wait for what never comes): the
+# simulator stops it and the check names the lines its threads were at. A GPU cannot stop a kernel
+# from Python: after GPU_WATCHDOG_S the check only says what is probably happening.
+TIME_LIMIT_S = 30.0
+GPU_WATCHDOG_S = 20.0
+NEVER_ENDS_HINT = ("a loop that does not end, or a wait whose condition never comes true? Look at the lines "
+                   "above: a `while` whose condition stays true (a warp sum's `while offset >= 0` with "
+                   "`offset //= 2` never ends: 0 // 2 is 0), or a loop variable that never moves.")
+
+
+def _time_limit():
+    if not on_simulator():
+        return contextlib.nullcontext()
+    from ..simulator import time_limit
+
+    return time_limit(TIME_LIMIT_S)
+
+
+def _did_not_finish(name, exc):
+    where = [ln for ln in str(exc).splitlines()[1:] if ln.startswith("  - ")]
+    return CheckFailed("\n".join([f"{name}: your kernel did not finish: it was still running after {TIME_LIMIT_S:g} s "
+                                  "in the simulator, where the right kernel takes a few seconds", *where,
+                                  "Hint: " + NEVER_ENDS_HINT]))
+
+
+def _still_running(name):
+    print(f"{name}: your kernel has been running for {GPU_WATCHDOG_S:g} s and has not finished.\nHint: "
+          + NEVER_ENDS_HINT + " A kernel on the GPU cannot be stopped from Python: restart the notebook's "
+          "kernel (Kernel > Restart), mend the loop and run the cells again.", file=sys.stderr, flush=True)
+
+
 def _run(name, launch, *args):
+    from ..simulator.errors import KernelDidNotFinish
     from ..vector_loads import MisalignedVectorAccess
 
     try:
-        launch(*args)
+        with _time_limit():
+            launch(*args)
+    except KernelDidNotFinish as exc:  # the simulator's time limit: a loop that never ends
+        raise _did_not_finish(name, exc) from None
     except NotImplementedError as exc:
         raise _not_done(name, exc) from None
     except MisalignedVectorAccess as exc:  # the simulator's load4/store4 check the alignment
@@ -116,12 +161,19 @@ def _run(name, launch, *args):
         raise
     from numba import cuda
 
+    watchdog = None if on_simulator() else threading.Timer(GPU_WATCHDOG_S, _still_running, (name,))
+    if watchdog is not None:
+        watchdog.daemon = True
+        watchdog.start()
     try:
         cuda.synchronize()
     except Exception as exc:  # noqa: BLE001 - the kernel's fault surfaces here on a GPU
         if "MISALIGNED" in str(exc).upper():
             raise _misaligned(name, str(exc)) from None
         raise
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
 
 
 def _where(mask, limit=3):
@@ -856,14 +908,98 @@ def _ternary_weights(rng, rows, cols, ties):
     return w
 
 
-def check_ternary_quantize(launch, *, name: str = "ternary quantize", shapes=None, seed=None) -> None:
-    """``launch(packed, scale, w)``: ``scale[0] = mean |w|`` (float32), ``q = clamp(rint(w / s), -1, 1)``,
-    four 2-bit codes per byte (01 = +1, 11 = -1, 00 = 0), element 4j+t in bits 2t..2t+1 of byte j."""
+def _sum_trip_floats():
+    """Floats that one trip of a 16-byte grid-stride sum covers at the notebooks' persistent grid:
+    ``persistent_blocks`` blocks of ``THREADS`` threads (kernel_lab.scans), four 16-byte loads a thread."""
+    from ..scans import THREADS, persistent_blocks
+
+    return 16 * THREADS * persistent_blocks(1 << 40)
+
+
+def ternary_word_shapes():
+    """Shapes for a quantizer with sixteen weights a thread (rows a multiple of 16 long). First a
+    matrix large enough for three trips of the 16-byte sum's grid-stride loop at the persistent grid,
+    the last one partial, and for several blocks of words, the last one partial; then one word, ties,
+    and a partial block of words."""
+    cols = 16 * -(-(2 * _sum_trip_floats() + 4 * 37) // (3 * 16))
+    return [(f"3 x {cols} (three trips of the sum)", (3, cols)), ("1 x 16", (1, 16)), ("3 x 48 (ties)", (3, 48)),
+            ("5 x 80", (5, 80))]
+
+
+def check_abs_sum(launch, *, name: str = "abs sum", sizes=None, seed=None) -> None:
+    """``launch(total, x)``: ``total[0] = sum |x|`` in float64, x float32 with a size that is a multiple
+    of 4 (the launcher zeroes ``total``, which holds NaN when it is called). Judged against an exact sum,
+    with the rounding of a float64 sum in any order allowed. The first size takes three trips of a
+    grid-stride loop at the notebooks' persistent grid, the last one partial."""
     require_callable(launch, "launch")
     seed = _seed(seed)
     rng = np.random.default_rng(seed)
-    shapes = shapes or [("1 x 3", (1, 3)), ("5 x 38 (ties)", (5, 38)), ("5 x 37", (5, 37)), ("8 x 64", (8, 64))]
-    for label, (rows, cols) in shapes + [("2 x 5, all zero", (2, 5))]:  # the last: mean |w| = 0, scale 1
+    big = 2 * _sum_trip_floats() + 4 * 37
+    sizes = sizes or [(f"n = {big} (three trips, the last partial)", big), ("n = 4 (one quad)", 4),
+                      ("n = 100 (a partial block)", 100), ("n = 64, all zero", 64)]
+    for label, n in sizes:
+        if n % 4:
+            raise ValueError(f"check_abs_sum: sizes must be multiples of 4, got {n}")
+        x = np.zeros(n, np.float32) if "all zero" in label else (
+            rng.standard_normal(n) * rng.uniform(0.5, 2.0, n)).astype(np.float32)
+        total = _out(1, np.float64)
+        _run(name, launch, total, _dev(x))
+        got = float(total.copy_to_host()[0])
+        mags = np.abs(x.astype(np.float64))
+        want = float(np.sum(mags, dtype=np.float64))
+        tol = 4 * n * 2.0 ** -53 * want + 1e-300  # a float64 sum of n terms, in any order
+        if abs(got - want) <= tol:
+            continue
+        raise CheckFailed("\n".join([f"{name} ({label}): sum |x| = {want!r}, got {got!r} [seed={seed}]"]
+                                    + ["Hint: " + h for h in _abs_sum_hints(got, want, x, mags)]))
+    progress.passed(name)
+    print(f"{name}: correct for all {len(sizes)} sizes ({', '.join(lb for lb, _ in sizes)})")
+
+
+def _abs_sum_hints(got, want, x, mags):
+    n = x.size
+    if np.isnan(got):
+        return ["the total is NaN: it holds NaN until the launcher sets it to 0 (zero_first), so nothing was "
+                "added to it after that, or a NaN was."]
+    if got == 0 and want > 0:
+        return ["nothing was added: is the exercise done?"]
+    if abs(got - float(np.sum(x, dtype=np.float64))) <= 1e-6 * want:
+        return ["this is the sum of x, not of |x|: take abs() of each value."]
+    if abs(got - want) <= 1e-5 * want:
+        return ["the sum is right to float32 precision only: add each value as a float64 (float64(abs(a0)) + ...), "
+                "as the given abs_sum does; float32 keeps 7 digits, and the sum of 67 million weights needs more."]
+    if got > want:
+        return ["some values were added more than once: the quads of one trip must not overlap (thread t of block "
+                "b takes quads j, j + nb, j + 2 nb, j + 3 nb with j = b * 4 nb + t, nb = blockDim.x), and the next "
+                "trip starts a whole grid later: j += gridDim.x * 4 * nb."]
+    prefix = np.concatenate([[0.0], np.cumsum(mags)])
+    p = int(np.argmin(np.abs(prefix - got)))
+    if 0 < p < n and abs(prefix[p] - got) <= 1e-9 * want:
+        return [f"only the first {p} of the {n} values were added: the grid-stride loop stopped early. Every trip "
+                "counts (while j < nq: ... j += stride), and in the last, partial trip each of the four quads "
+                "needs its own test (jk < nq), not one test for the whole trip."]
+    for k in (1, 2, 3):
+        if abs(got - k * want / 4) <= 0.1 * want:
+            return [f"about {k}/4 of the sum: each trip adds all four quads of the thread (k = 0, 1, 2, 3), "
+                    "a block apart."]
+    return ["values are missing from the sum: every trip of the grid-stride loop, and all four quads of each "
+            "trip (each tested on its own against nq in the last, partial trip)?"]
+
+
+def check_ternary_quantize(launch, *, name: str = "ternary quantize", shapes=None, seed=None,
+                           whole_words: bool = False) -> None:
+    """``launch(packed, scale, w)``: ``scale[0] = mean |w|`` (float32), ``q = clamp(rint(w / s), -1, 1)``,
+    four 2-bit codes per byte (01 = +1, 11 = -1, 00 = 0), element 4j+t in bits 2t..2t+1 of byte j.
+    ``whole_words``: rows a multiple of 16 long (a quantizer that writes sixteen codes as one 32-bit
+    word), :func:`ternary_word_shapes` unless ``shapes`` are given."""
+    require_callable(launch, "launch")
+    seed = _seed(seed)
+    rng = np.random.default_rng(seed)
+    default = ternary_word_shapes() if whole_words else [
+        ("1 x 3", (1, 3)), ("5 x 38 (ties)", (5, 38)), ("5 x 37", (5, 37)), ("8 x 64", (8, 64))]
+    shapes = shapes or default
+    zero = ("2 x 16, all zero", (2, 16)) if whole_words else ("2 x 5, all zero", (2, 5))
+    for label, (rows, cols) in shapes + [zero]:  # the last: mean |w| = 0, scale 1
         w = (np.zeros((rows, cols), np.float32) if "all zero" in label
              else _ternary_weights(rng, rows, cols, ties="ties" in label))
         want_s = ref.ternary_scale_f32(w)
@@ -877,10 +1013,17 @@ def check_ternary_quantize(launch, *, name: str = "ternary quantize", shapes=Non
             if got_s == np.float32(np.abs(w).max()):
                 hints.append("the scale is max |w|: BitNet b1.58 uses the mean of |w| (absmean), so that most "
                              "weights do not round to 0.")
-            if np.isnan(got_s):
+            elif np.isnan(got_s):
                 hints.append("scale[0] was never written: thread (0, 0) stores it (is the exercise done?).")
-            if got_s == 0 and want_s == 1:
+            elif got_s == 0 and want_s == 1:
                 hints.append("every weight is 0, so mean |w| is 0: use a scale of 1 there, or w / s divides by 0.")
+            elif got_s == 1 and np.abs(w).sum() > 0:
+                hints.append("the scale is 1, the kernel's choice for a mean of 0: nothing reached the sum of |w| "
+                             "(is the sum's exercise done?).")
+            elif got_s > want_s:
+                hints.append("the scale is larger than mean |w|: the sum of |w| added some weights more than once.")
+            elif got_s < want_s:
+                hints.append("the scale is smaller than mean |w|: the sum of |w| missed some weights.")
             raise CheckFailed("\n".join([f"{name} ({case}): scale {float(got_s)!r}, expected mean |w| = "
                                          f"{float(want_s)!r} [seed={seed}]"] + ["Hint: " + h for h in hints]))
         q = ref.ternary_quantize_f32(w, got_s)
@@ -903,9 +1046,44 @@ def check_ternary_quantize(launch, *, name: str = "ternary quantize", shapes=Non
         elif cols % 4 and _same(got_p[:, :-1], want_p[:, :-1]):
             hints.append(f"only the last byte of each row is wrong: {cols} is not a multiple of 4, the last byte "
                          "holds the tail's codes (the rest of its bits 0).")
+        elif cols % 16 == 0:
+            hints += _word_hints(got_p, want_p, q)
         _fail(name, case + ", packed codes", got_p, want_p, hints, seed)
     progress.passed(name)
     print(f"{name}: bit-exact for all {len(shapes)} shapes ({', '.join(lb for lb, _ in shapes)})")
+
+
+def _word_codes(words):
+    """(..., 16) codes of uint32 words of sixteen 2-bit codes, code t in bits 2t..2t+1."""
+    return ((words[..., None] >> (2 * np.arange(16, dtype=np.uint32))) & np.uint32(3)).astype(np.uint32)
+
+
+def _pack_words(codes):
+    return np.bitwise_or.reduce(codes.astype(np.uint32) << (2 * np.arange(16, dtype=np.uint32)), axis=-1)
+
+
+def _word_hints(got_p, want_p, q):
+    """Hints for a quantizer that writes a row's codes sixteen to a uint32 word (rows a multiple of 16)."""
+    got_w = np.ascontiguousarray(got_p).view("<u4").reshape(-1)
+    want_w = np.ascontiguousarray(want_p).view("<u4").reshape(-1)
+    if _same(got_w, _pack_words(_word_codes(want_w)[:, ::-1])):
+        return ["the sixteen codes of each word are in reverse order: the thread's weight t goes to bits 2t..2t+1 "
+                "(the first lowest), so that byte i of the word is byte i of the packed row (memory is little-endian)."]
+    flat = (q.reshape(-1).astype(np.int64) & 3).astype(np.uint32)
+    starts = 4 * np.arange(want_w.size)
+    inside = starts + 16 <= flat.size
+    if inside.sum() > 1:
+        shifted = _pack_words(flat[starts[inside, None] + np.arange(16)])
+        if _same(got_w[inside], shifted):
+            return ["word g holds the codes of weights 4g..4g+15: a thread's sixteen weights start at 16 * g (its four "
+                    "16-byte loads at float indices 16 g, 16 g + 4, 16 g + 8 and 16 g + 12), not at 4 * g."]
+    wrong = (_word_codes(got_w) != _word_codes(want_w)).any(axis=0)
+    quads = sorted({int(t) // 4 for t in np.flatnonzero(wrong)})
+    if quads and len(quads) < 4:
+        names = ", ".join(f"{4 * k}-{4 * k + 3}" for k in quads)
+        return [f"only codes {names} of each word's sixteen are wrong: load k (k = 0..3) brings weights 4k..4k+3 of "
+                "the thread's sixteen, at float index 16 * g + 4 * k: is one missing, or at another offset?"]
+    return []
 
 
 def check_int8_rows(launch, *, name: str = "int8 per token", shapes=None, seed=None) -> None:
@@ -950,16 +1128,28 @@ def _float_result(name, case, got, want, magnitude, seed, hints_fn):
     with np.errstate(invalid="ignore"):
         bad = ~(np.abs(got.astype(np.float64) - want) <= tol)
     if bad.any():
-        _fail(name, case, got, want.astype(np.float32), hints_fn(), seed)
+        want32 = want.astype(np.float32)
+        # Outputs within the tolerance are right: the message counts and shows only the others.
+        _fail(name, case, np.where(bad, got, want32), want32, hints_fn(), seed)
+
+
+def ternary_gemm_shapes():
+    """A K long enough for every lane of a warp to take a second 16-code word, and some a third
+    (K > 2 x 32 x 16: a warp whose lanes stop after their first byte or word misses the rest), then
+    :func:`gemm_shapes`. First, because its K is a multiple of 4: a lane's share left out of the warp's
+    sum cannot pass there for the K % 4 tail left out, as it can at 1 x 7 x 5."""
+    return [("1 x 8 x 1100 (two or three words a lane)", (1, 8, 1100))] + gemm_shapes()
 
 
 def check_ternary_gemm(launch, *, name: str = "ternary gemm", shapes=None, seed=None) -> None:
     """``launch(out, a, a_scale, w_packed, w_scale)``: out (M, N) float32 =
-    ``a_scale[m] * w_scale[0] * sum_k a[m, k] * t[n, k]``; a (M, K) int8, w_packed (N, ceil(K/4))."""
+    ``a_scale[m] * w_scale[0] * sum_k a[m, k] * t[n, k]``; a (M, K) int8, w_packed (N, ceil(K/4)).
+    Shapes: :func:`ternary_gemm_shapes`."""
     require_callable(launch, "launch")
     seed = _seed(seed)
     rng = np.random.default_rng(seed)
-    for label, (m, n, k) in shapes or gemm_shapes():
+    shapes = shapes or ternary_gemm_shapes()
+    for label, (m, n, k) in shapes:
         a = rng.integers(-127, 128, (m, k)).astype(np.int8)
         t = rng.integers(-1, 2, (n, k)).astype(np.int8)
         sa = rng.uniform(0.01, 0.1, m).astype(np.float32)
@@ -984,10 +1174,41 @@ def check_ternary_gemm(launch, *, name: str = "ternary gemm", shapes=None, seed=
                              "byte holds the tail.")
                 elif np.allclose(got, exact, rtol=1e-5):
                     h.append("the scales were left out: multiply the integer sum by a_scale[m] * w_scale.")
+                else:
+                    h += _warp_gemm_hints(got, want, a, t, scale)
             return h
         _float_result(name, f"shape {label}", got, want, mag, seed, hints)
     progress.passed(name)
-    print(f"{name}: correct for all {len(shapes or gemm_shapes())} shapes")
+    print(f"{name}: correct for all {len(shapes)} shapes")
+
+
+def _warp_gemm_hints(got, want, a, t, scale):
+    """Hints for the warp forms: a lane's share of K left out of the warp's sum, lanes that stop after
+    their first byte or word, and a four-row pass whose rows all read the first row's activations."""
+    k = a.shape[1]
+    ks = np.arange(k)
+
+    def product(mask=None, upto=k):
+        aa = a[:, :upto] if mask is None else np.where(mask, a, 0).astype(np.int8)
+        return ref.int8_gemm_exact(aa, t[:, :upto]) * scale
+
+    with np.errstate(invalid="ignore"):
+        for per_lane, what in ((4, "byte"), (16, "16-code word")):
+            if k > 32 * per_lane and np.allclose(got, product(upto=32 * per_lane), rtol=1e-5):
+                return [f"only the first {32 * per_lane} values of K were added: each lane took its first {what} and "
+                        f"stopped. K = {k} needs more: lane l takes {what}s l, l + 32, l + 64, ... to the row's end."]
+        for per_lane in (4, 16):
+            if k > per_lane and np.allclose(got, product(mask=(ks // per_lane) % 32 == 0), rtol=1e-5):
+                return ["only lane 0's share of K is in the result: the 32 lanes' partial sums must be added together "
+                        "(the warp sum, with shuffles) before lane 0 writes the output."]
+        rows = np.arange(got.shape[0])
+        first = ref.int8_gemm_exact(a[rows - rows % 4], t) * scale  # row 4i's activations, each row's own scale
+        wrong = ~np.isclose(got, want, rtol=1e-5).all(axis=1)
+        if wrong.any() and (rows[wrong] % 4).all() and np.allclose(got[wrong], first[wrong], rtol=1e-5):
+            which = ", ".join(f"4i+{r}" for r in sorted(set(rows[wrong] % 4)))
+            return [f"rows {which} hold row 4i's product (with their own scales): each of the four accumulators takes "
+                    "its own row's activation word (a_words[r1, j] for acc1, r2 for acc2, r3 for acc3)."]
+    return []
 
 
 def check_int8_gemm(launch, *, name: str = "int8 gemm", epilogue: bool = False, shapes=None, seed=None) -> None:

@@ -381,11 +381,11 @@ def ternary_quantize_pack(w, abs_total, packed, scale_out):
     if r >= rows or j >= packed.shape[1]:
         return
     byte = 0
-    for t in range(4):
-        c = 4 * j + t
+    for i in range(4):
+        c = 4 * j + i
         if c < cols:
-            v = min(max(round(w[r, c] / s), -1), 1)
-            byte |= (v & 3) << (2 * t)
+            t = min(max(round(w[r, c] / s), -1), 1)
+            byte |= (t & 3) << (2 * i)  # -1 -> 11, +1 -> 01, 0 -> 00
     packed[r, j] = uint8(byte)
 
 
@@ -418,14 +418,13 @@ def ternary_gemm(a, a_scale, w_packed, w_scale, out):
     n, m = cuda.grid(2)
     if m >= out.shape[0] or n >= out.shape[1]:
         return
-    k_total = a.shape[1]
     acc = int32(0)
     for j in range(w_packed.shape[1]):
         b = int32(w_packed[n, j])
-        for t in range(4):
-            k = 4 * j + t
-            code = (b >> (2 * t)) & 3
-            if k < k_total:
+        for i in range(4):
+            k = 4 * j + i
+            code = (b >> (2 * i)) & 3
+            if k < a.shape[1]:
                 if code == 1:
                     acc += int32(a[m, k])
                 elif code == 3:
@@ -586,7 +585,7 @@ def launch_ternary_gemm_rows4(out, a, a_scale, w_packed, w_scale):
                                                    out, ternary_lut_device())
 
 
-# --- the fast forms of 05.5's quantizers (the package's) ----------------------------------------------
+# --- 05.5's quantizers with 16-byte loads (the notebook's exercises 5 and 6; the probe times them) ---
 
 
 @cuda.jit
@@ -635,6 +634,16 @@ def ternary_pack_x16(w, abs_total, packed32, scale_out):
     packed32[g] = word
 
 
+def launch_abs_sum_x4(total, x):
+    """``total[0] = sum |x|`` (float64) with 16-byte loads on a persistent grid: x.size a multiple of 4."""
+    flat = x.reshape(x.size)
+    if flat.size % 4:
+        raise KernelLabArgumentError(f"abs_sum_x4 reads whole groups of four: {flat.size} values is not a multiple "
+                                     "of 4 (abs_sum takes any size)")
+    zero_first[1, 1](total)
+    abs_sum_x4[max(1, min(persistent_blocks(flat.size), -(-(flat.size // 4) // (4 * THREADS)))), THREADS](flat, total)
+
+
 def launch_ternary_quantize_fast(packed, scale, w, total=None):
     """The fast form of :func:`launch_ternary_quantize` (same arguments, same bits): the sum of |w|
     with 16-byte loads, then sixteen weights per thread. Rows a multiple of 16 long; others take
@@ -643,8 +652,7 @@ def launch_ternary_quantize_fast(packed, scale, w, total=None):
         return launch_ternary_quantize(packed, scale, w, total)
     total = cuda.device_array(1, np.float64) if total is None else total
     flat = w.reshape(w.size)
-    zero_first[1, 1](total)
-    abs_sum_x4[max(1, min(persistent_blocks(w.size), -(-(w.size // 4) // (4 * THREADS)))), THREADS](flat, total)
+    launch_abs_sum_x4(total, flat)
     words = packed.reshape(packed.size).view(np.uint32)
     ternary_pack_x16[max(1, -(-words.size // THREADS)), THREADS](flat, total, words, scale)
 

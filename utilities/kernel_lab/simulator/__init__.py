@@ -7,7 +7,8 @@ as a Python thread. `install()` adds what the course needs on top of it:
   ``shfl_down_sync``, ``shfl_xor_sync``, ``all_sync``, ``any_sync``, ``eq_sync``,
   ``ballot_sync``, ``match_any_sync``, ``match_all_sync``, ``syncwarp``, ``activemask``,
   ``lanemask_lt`` (see `kernel_lab.simulator.warp`);
-* barriers that never hang: a deadlock is reported as `DeadlockError` (`scheduler`);
+* barriers that never hang: a deadlock is reported as `DeadlockError` (`scheduler`); under
+  `time_limit`, a launch that runs past its limit stops with `KernelDidNotFinish`;
 * shared-memory race detection, `SharedMemoryRace` (`races`), switchable with
   `race_detection`;
 * out-of-bounds accesses reported as `OutOfBoundsAccess` with the array, index, thread and line
@@ -30,6 +31,7 @@ Usage::
 
 from .errors import (
     DeadlockError,
+    KernelDidNotFinish,
     KernelLabSimulatorError,
     OutOfBoundsAccess,
     SharedMemoryRace,
@@ -38,7 +40,7 @@ from .errors import (
 )
 from .grid import GridStall, block_schedule
 from .install import install, is_installed, simulator_active, supports_warp_operations
-from .settings import race_detection, settings
+from .settings import race_detection, settings, time_limit
 
 __all__ = [
     "install",
@@ -47,6 +49,7 @@ __all__ = [
     "supports_warp_operations",
     "race_detection",
     "settings",
+    "time_limit",
     "block_schedule",
     "GridStall",
     "KernelLabSimulatorError",
@@ -55,4 +58,5 @@ __all__ = [
     "WarpMaskError",
     "UndefinedShuffleValue",
     "DeadlockError",
+    "KernelDidNotFinish",
 ]

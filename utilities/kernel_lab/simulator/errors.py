@@ -67,8 +67,19 @@ class DeadlockError(KernelLabSimulatorError):
     """
 
 
+class KernelDidNotFinish(KernelLabSimulatorError):
+    """A launch was still running when the time limit it was given (`time_limit`) ran out.
+
+    On a GPU the kernel would never finish: a loop whose condition stays true (a warp sum's
+    ``while offset >= 0`` with ``offset //= 2``: 0 // 2 is 0), or a wait for a flag that nobody
+    sets. Threads that keep meeting in warp functions look busy to the deadlock detection, so only
+    a limit in time catches them. The message names the kernel lines the threads were at.
+    """
+
+
 __all__ = [
     "KernelLabSimulatorError",
+    "KernelDidNotFinish",
     "SharedMemoryRace",
     "OutOfBoundsAccess",
     "WarpMaskError",

@@ -18,7 +18,10 @@ make threads wait:
 Because every wait is registered, the runner knows at once when all threads that have not returned
 are waiting and nothing can complete: that is a deadlock, reported as `DeadlockError` with who
 waits where, instead of hanging the notebook. A timeout (``settings.hang_timeout_s`` without any
-progress) is kept only for what cannot be seen, such as a thread spinning in an endless loop.
+progress) is kept only for what cannot be seen, such as a thread spinning in an endless loop. A
+loop that never ends but keeps meeting in warp functions looks like progress: under a time limit
+(``settings.deadline``, set by `settings.time_limit`), a block still running at the deadline stops
+with `KernelDidNotFinish`, naming the lines its threads are at.
 
 When a thread fails, the runner records the first error, wakes every waiting thread so that it
 unwinds, and re-raises the error in the launching (main) thread.
@@ -32,7 +35,13 @@ import types
 import numpy as np
 
 from .bounds import translate_failure
-from .errors import DeadlockError, KernelLabSimulatorError, SharedMemoryRace, WarpMaskError
+from .errors import (
+    DeadlockError,
+    KernelDidNotFinish,
+    KernelLabSimulatorError,
+    SharedMemoryRace,
+    WarpMaskError,
+)
 from .frames import (
     caller_site,
     format_dim3,
@@ -284,6 +293,9 @@ class BlockRunner:
                         interrupted = True
                     if now - aborted_at > 5.0:
                         return  # threads stuck outside the simulator's reach; give up on them
+                elif settings.deadline is not None and now > settings.deadline:
+                    with self.lock:
+                        self._fail_locked(KernelDidNotFinish(self._describe_unfinished()))
                 elif self.blocked and now - self.last_progress > settings.hang_timeout_s:
                     with self.lock:
                         self._fail_locked(DeadlockError(self._describe(hang=True)))
@@ -588,6 +600,37 @@ class BlockRunner:
             "cuda.syncthreads(), and every lane named in a warp function's mask must call that "
             "function with the same mask. Look for a barrier or a warp function inside an `if` "
             "that not all threads take."
+        )
+        return "\n".join(lines)
+
+    def _describe_unfinished(self):
+        """Where the threads of a block are when its launch ran out of time (a few lines at most)."""
+        frames = sys._current_frames()
+        sites = {}
+        for thread in self.threads:
+            if thread.state == EXITED:
+                continue
+            if thread.state == BLOCKED:
+                site = getattr(thread, "wait_site", None)
+            else:
+                frame = user_frame(frames.get(thread.ident))
+                site = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name) if frame else None
+            if site is not None:
+                sites.setdefault(site, []).append(thread)
+        lines = [
+            f"the kernel did not finish: block {format_dim3(self.blockIdx)} was still running after "
+            f"{settings.time_limit_s:g} s, the time limit of this launch; on a GPU it would never finish."
+        ]
+        busiest = sorted(sites.items(), key=lambda item: -len(item[1]))
+        for site, threads in busiest[:3]:
+            verb = "is" if len(threads) == 1 else "are"
+            lines.append(f"  - {_thread_list(threads)} {verb} at {format_site(site)}")
+        if len(busiest) > 3:
+            lines.append(f"  - and threads at {len(busiest) - 3} other lines")
+        lines.append(
+            "Hint: a loop that does not end, or a wait whose condition never comes true? Look at the "
+            "lines above: a `while` whose condition stays true (`while offset >= 0` with "
+            "`offset //= 2` never ends: 0 // 2 is 0), or a loop variable that never moves."
         )
         return "\n".join(lines)
 

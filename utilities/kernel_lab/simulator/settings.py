@@ -16,10 +16,19 @@
     with ksim.race_detection(False):      # off inside the block only
         kernel[grid, block](...)
 
+``settings.deadline``
+    A time (``time.monotonic()``) by which the launches under way must have finished, or None (the
+    default: no limit). `time_limit` sets it for a ``with`` block: a check wraps the learner's launch
+    in it, so that a kernel that never finishes (a loop whose condition stays true, a wait for
+    something that never comes) stops with `KernelDidNotFinish`, naming the lines its threads are
+    at, instead of hanging the notebook. Threads that keep taking part in warp functions or barriers
+    look busy to the deadlock detection above; only a limit in time can tell that they never end.
+
 The settings are read when a kernel is launched, so changing them inside a kernel does nothing.
 """
 
 import os
+import time
 
 
 class Settings:
@@ -29,11 +38,13 @@ class Settings:
         env = os.environ.get("KERNEL_LAB_RACE_DETECTION", "1").strip().lower()
         self.race_detection = env not in ("0", "false", "no", "off")
         self.hang_timeout_s = 120.0
+        self.deadline = None  # time.monotonic() by which launches must finish (None: no limit)
+        self.time_limit_s = None  # the limit that set the deadline, for messages
 
     def __repr__(self):
         return (
             f"Settings(race_detection={self.race_detection}, "
-            f"hang_timeout_s={self.hang_timeout_s})"
+            f"hang_timeout_s={self.hang_timeout_s}, time_limit_s={self.time_limit_s})"
         )
 
 
@@ -60,3 +71,29 @@ class race_detection:
 
     def __repr__(self):
         return f"race_detection({settings.race_detection})"
+
+
+class time_limit:
+    """Launches inside this ``with`` block must finish within ``seconds`` (all of them together).
+
+    A block still running at the deadline stops with `KernelDidNotFinish`. Meant for checks, which
+    know how long the right kernel takes in the simulator; a notebook's own launches have no limit.
+    Nested limits keep the earlier deadline.
+    """
+
+    def __init__(self, seconds):
+        if not seconds > 0:
+            raise ValueError(f"time_limit(seconds): seconds must be positive, got {seconds!r}")
+        self.seconds = float(seconds)
+        self._previous = None
+
+    def __enter__(self):
+        self._previous = (settings.deadline, settings.time_limit_s)
+        deadline = time.monotonic() + self.seconds
+        if settings.deadline is None or deadline < settings.deadline:
+            settings.deadline, settings.time_limit_s = deadline, self.seconds
+        return self
+
+    def __exit__(self, *exc_info):
+        settings.deadline, settings.time_limit_s = self._previous
+        return False
