@@ -1,4 +1,4 @@
-"""Compile the kernels of modules 02, 03 and 05 for a real GPU (sm_90) on a machine without one.
+"""Compile the kernels of modules 01, 02, 03 and 05 for a real GPU (sm_90) on a machine without one.
 
 The simulator runs kernels as Python, so it accepts code that Numba's GPU compiler rejects (a
 float64 that does not unify with a float32, math functions the GPU target lacks, fp16 in a kernel,
@@ -14,6 +14,9 @@ Needs numba-cuda with the CUDA 13 NVVM and nvJitLink libraries (e.g. /work/venv-
 not run in CI. It re-runs itself with the stand-in driver of ``kernel_lab.tensor_cores.offline``::
 
     /work/venv-dx/bin/python scripts/offline_compile_kernels.py --modules 02,03,05 [--notebooks] [--cc 9.0] [--only TEXT] [--sass DIR]
+
+Module 01 has no package kernels: ``--modules 01 --notebooks`` compiles the transpose notebook's
+kernels (its shared tiles' shapes must be compile-time constants, which the simulator does not ask).
 
 Exit status 1 when any kernel fails to compile.
 """
@@ -35,7 +38,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = {"02": sorted((ROOT / "solutions/02-reductions-and-gemm").glob("*.ipynb")),
+NOTEBOOKS = {"01": [ROOT / "solutions/01-gpu-in-practice/03-transpose-shared-memory-banks.ipynb"],
+             "02": sorted((ROOT / "solutions/02-reductions-and-gemm").glob("*.ipynb")),
              "03": sorted((ROOT / "solutions/03-fusion").glob("*.ipynb")),
              "05": [ROOT / "solutions/05-quantization/05.2-int4-groups.ipynb",
                     ROOT / "solutions/05-quantization/05.3-fp8-e4m3-e5m2.ipynb",
@@ -332,7 +336,12 @@ def drive_05(dev):
         yield f"dp4a warp-tiled {cfg.label()}", lambda cfg=cfg: K.dp4a_warptile_launcher(cfg)(c32, a32, b32k)
 
 
-DRIVERS = {"02": drive_02, "03": drive_03, "05": drive_05}
+def drive_01(dev):
+    """Module 01 keeps no kernel in the package: its notebooks' cells (--notebooks) are all there is."""
+    return iter(())
+
+
+DRIVERS = {"01": drive_01, "02": drive_02, "03": drive_03, "05": drive_05}
 
 
 def run_package(module, dev, only=""):

@@ -16,6 +16,7 @@ import pytest
 from numba import cuda, float32
 
 import kernel_lab as kl
+from kernel_lab.check import first_failure_only
 from kernel_lab.checks import indexing_memory as checks
 
 kl.setup(requires=[], quiet=True)  # under the simulator: race detection and readable index errors
@@ -291,6 +292,105 @@ def test_transpose_with_tiles_not_transposed_inside_is_named():
 def test_transpose_with_a_copy_kernel_is_named():
     with pytest.raises(kl.CheckFailed, match=r"(?s)^transpose: on a square matrix.*copies instead of transposing.*elements are wrong"):
         checks.check_transpose(_launch_tiled(copy_not_transpose, over_output=True), tile=TILE)
+
+
+# The mistakes of the flat kernels (notebook 03, exercises 4 to 6), each named from what the kernel
+# writes for matrices of whole tiles. Reads are wrapped, as above, so that on a GPU they never leave a.
+
+PADDED = TILE + 1
+
+
+def _flat_transpose(threads_y=ROWS, read_step=ROWS, write_step=ROWS, edge_as_interior=False,
+                    out_rows_of_a=False):
+    @cuda.jit
+    def kernel(a_flat, out_flat, n_rows, n_cols):
+        tile = cuda.shared.array((TILE, PADDED), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        bx, by = cuda.blockIdx.x, cuda.blockIdx.y
+        if edge_as_interior:  # the mistake: the test is one tile off, a cut tile counts as interior
+            interior = bx * TILE <= n_cols and by * TILE <= n_rows
+        else:
+            interior = (bx + 1) * TILE <= n_cols and (by + 1) * TILE <= n_rows
+        out_row = n_cols if out_rows_of_a else n_rows  # the mistake: out's rows taken as a's
+        col, row = bx * TILE + tx, by * TILE + ty
+        for j in range(0, TILE, read_step):
+            if interior or (row + j < n_rows and col < n_cols):
+                tile[ty + j, tx] = a_flat[((row + j) * n_cols + col) % a_flat.size]
+        cuda.syncthreads()
+        col, row = by * TILE + tx, bx * TILE + ty
+        for j in range(0, TILE, write_step):
+            if interior or (row + j < n_cols and col < n_rows):
+                out_flat[(row + j) * out_row + col] = tile[tx, ty + j]
+
+    def launch(out, a):
+        kernel[grid_2d(a.shape, TILE, TILE), (TILE, threads_y)](a.reshape(a.size), out.reshape(out.size),
+                                                                np.int32(a.shape[0]), np.int32(a.shape[1]))
+    return launch
+
+
+def _swizzled(swizzle_on_read):
+    @cuda.jit
+    def kernel(a, out):
+        tile = cuda.shared.array((TILE, TILE), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        col, row = cuda.blockIdx.x * TILE + tx, cuda.blockIdx.y * TILE + ty
+        for j in range(0, TILE, ROWS):
+            if row + j < a.shape[0] and col < a.shape[1]:
+                tile[ty + j, tx ^ (ty + j)] = a[row + j, col]
+        cuda.syncthreads()
+        col, row = cuda.blockIdx.y * TILE + tx, cuda.blockIdx.x * TILE + ty
+        for j in range(0, TILE, ROWS):
+            if row + j < out.shape[0] and col < out.shape[1]:
+                if swizzle_on_read:
+                    out[row + j, col] = tile[tx, (ty + j) ^ tx]
+                else:  # the mistake: the element is fetched where it would be without the swizzle
+                    out[row + j, col] = tile[tx, ty + j]
+    return _launch_tiled(kernel)
+
+
+def _diagnosis_of(launch) -> list[str]:
+    """The first two lines of the check's message (what is wrong, and its hint), stopping at the
+    first failing size as the mutation test does: the diagnosis runs all the same."""
+    with first_failure_only(), pytest.raises(kl.CheckFailed) as info:
+        checks.check_transpose(launch, tile=TILE, seed=11)
+    return str(info.value).splitlines()[:2]
+
+
+def test_transpose_flat_kernels_pass_at_both_thread_shapes(capsys):
+    passes(checks.check_transpose, _flat_transpose(), capsys, tile=TILE, name="flat")
+    out = passes(checks.check_transpose, _flat_transpose(4, 4, 4), capsys, tile=TILE, name="fast")
+    assert out == "fast: correct for all 5 sizes (1x1, tile-1 x tile+1, square, non-square, large)\n"
+
+
+def test_transpose_with_an_edge_tile_taken_as_interior_names_the_interior_test():
+    what, hint = _diagnosis_of(_flat_transpose(edge_as_interior=True))
+    assert what == "transpose: right on matrices made of whole tiles, wrong where the matrix's edge cuts a tile."
+    assert hint.startswith("Hint: Look at the bounds tests") and "(bx + 1) * TILE <= n_cols" in hint
+
+
+def test_transpose_with_the_row_stride_of_the_other_matrix_names_it_and_not_the_edges():
+    what, hint = _diagnosis_of(_flat_transpose(out_rows_of_a=True))
+    assert what.startswith("transpose: right on square matrices, wrong on non-square ones")
+    assert "a row of out n_rows (the row stride of a flat index)" in hint
+
+
+def test_transpose_whose_writing_loop_steps_past_rows_names_the_rows_never_written():
+    what, hint = _diagnosis_of(_flat_transpose(threads_y=4, read_step=4, write_step=8))
+    assert what == "transpose: rows 4-7, 12-15, 20-23 and 28-31 of every tile of out were never written."
+    assert "ROWS_FAST for 32 x 4" in hint
+
+
+def test_transpose_whose_reading_loop_steps_past_rows_names_the_columns_they_become():
+    what, hint = _diagnosis_of(_flat_transpose(threads_y=4, read_step=8, write_step=4))
+    assert what == "transpose: in every tile of out, columns 4-7, 12-15, 20-23 and 28-31 are wrong."
+    assert hint.startswith("Hint: They come from rows 4-7, 12-15, 20-23 and 28-31 of the tile of a")
+
+
+def test_transpose_whose_swizzle_is_not_undone_on_the_read_names_the_map_not_a_loop(capsys):
+    passes(checks.check_transpose, _swizzled(swizzle_on_read=True), capsys, tile=TILE)
+    what, hint = _diagnosis_of(_swizzled(swizzle_on_read=False))
+    assert what == "transpose: every tile of out holds the right values, but not in the right places inside it."
+    assert "column c ^ r" in hint
 
 
 def test_grid_stride_stub_says_not_done_without_a_loop_hint():

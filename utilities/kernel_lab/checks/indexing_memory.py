@@ -38,7 +38,7 @@ import io
 import numpy as np
 
 from .. import progress
-from ..check import RACE_HINT, CheckFailed, check_kernel, is_poison, poisoned
+from ..check import CheckFailed, check_kernel, is_poison, poisoned
 from ..check import settings as check_settings
 from ..environment import gpu_info, on_simulator
 from ..sizes import adversarial_sizes
@@ -336,42 +336,152 @@ def _tiles_not_moved(a: np.ndarray, tile: int) -> np.ndarray:
     return blocks.transpose(0, 3, 2, 1).reshape(r, c)  # out tile (I, J) = a tile (I, J) transposed
 
 
-def _transpose_hint(launch, tile: int) -> str | None:
-    """Run the kernel on a square of 2 x 2 whole tiles and compare with the typical wrong outputs."""
+def _output_for(launch, a: np.ndarray) -> np.ndarray | None:
+    """What the kernel writes for the host matrix ``a`` (poison where it wrote nothing), or None when
+    the launch fails (an out-of-bounds access, a race: the check itself reports those).
+
+    Both matrices are views of the start of buffers three times their size: on a GPU, a wrong kernel's
+    accesses past the end (a row stride of the other matrix reaches 1.5 times the size of a matrix of
+    2 x 3 tiles) land in these buffers rather than in someone else's memory."""
     from numba import cuda
 
-    a = np.arange(4 * tile * tile, dtype=np.float32).reshape(2 * tile, 2 * tile)  # exact in float32
-    out = poisoned(a.shape)
+    spare = np.zeros(2 * a.size, dtype=a.dtype)
+    a_dev = cuda.to_device(np.concatenate([a.ravel(), spare]))[: a.size].reshape(a.shape)
+    out = poisoned(3 * a.size)[: a.size].reshape(a.shape[::-1])
     try:
-        launch(out, cuda.to_device(a))
-        got = out.copy_to_host()
+        with contextlib.redirect_stdout(io.StringIO()):
+            launch(out, a_dev)
+        return out.copy_to_host()
     except Exception:  # noqa: BLE001 - the check's own failure already explains it
         return None
-    if np.array_equal(got, _tiles_not_transposed(a, tile)):
-        return ("every tile landed in its transposed place, but the elements inside each tile were "
-                "not transposed: when writing out, read the tile with its two indices swapped "
-                "(`tile[tx, ty + j]`, not `tile[ty + j, tx]`). (Reading a tile the wrong way round also "
-                "reads the part of an edge tile that was never loaded, which is why results may differ "
-                "between runs.)")
-    if np.array_equal(got, _tiles_not_moved(a, tile)):
-        return ("every tile was transposed but written back to its own place: block (bx, by) must write "
-                "its tile to the transposed position in out, row bx * TILE and column by * TILE. Swap the "
-                "block indices for the write (`col = by * TILE + tx`, `row = bx * TILE + ty`). On shapes "
-                "that are not square this leaves parts of out unwritten, which looks like a grid that is "
-                "too small but is not.")
-    if np.array_equal(got, a):
-        return ("on a square matrix the output equals the input: the kernel copies instead of "
-                "transposing. Element a[row, col] must go to out[col, row].")
+
+
+def _spans(indices) -> str:
+    """'4-7, 12-15 and 28-31' for [4, 5, 6, 7, 12, 13, 14, 15, 28, 29, 30, 31]."""
+    runs = []
+    for i in indices:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    parts = [f"{lo}" if lo == hi else f"{lo}-{hi}" for lo, hi in runs]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _by_tile(mask: np.ndarray, tile: int) -> np.ndarray:
+    """``mask`` of a matrix of whole tiles as [tile row I, row i in the tile, tile column J, column j]."""
+    r, c = mask.shape
+    return mask.reshape(r // tile, tile, c // tile, tile)
+
+
+_EDGE_TILES = (
+    "right on matrices made of whole tiles, wrong where the matrix's edge cuts a tile.",
+    "Look at the bounds tests (`<`, against the sides of the matrix being accessed) and, if your kernel "
+    "gives interior tiles a path without them, at the test that picks that path: a tile is interior when "
+    "its last column and its last row are inside the matrix, (bx + 1) * TILE <= n_cols and "
+    "(by + 1) * TILE <= n_rows. The edge path's loops must cover the tile like the interior path's.")
+
+_OTHER_SIDE = (
+    "right on square matrices, wrong on non-square ones (made of whole tiles): somewhere a side of one "
+    "matrix stands for the other's.",
+    "The matrix a has n_rows rows of n_cols elements; out, its transpose, n_cols rows of n_rows. So a "
+    "row of a is n_cols elements long and a row of out n_rows (the row stride of a flat index), and a "
+    "write is inside out when its row is below n_cols and its column below n_rows (`out.shape`, not "
+    "`a.shape`).")
+
+_SAME_MAP = (
+    "every tile of out holds the right values, but not in the right places inside it.",
+    "The tile is read back with another map than it was written with. With a swizzled tile, element "
+    "(r, c) of the tile sits at column c ^ r of row r, in both loops: the read loop stores element "
+    "(ty + j, tx) and the write loop fetches element (tx, ty + j).")
+
+
+def _rows_and_columns_left_out(got: np.ndarray, want: np.ndarray, tile: int) -> tuple[str, str] | None:
+    """The pattern of a loop over j that misses rows of the tile (its step or its end wrong): rows of
+    every tile of out never written (the writing loop), or columns of every tile wrong (the reading
+    loop: they hold whatever shared memory held, or elements fetched from the wrong place)."""
+    unwritten = _by_tile(is_poison(got), tile)
+    rows = np.flatnonzero(unwritten.all(axis=(0, 2, 3)))  # rows of the tile unwritten in every tile
+    if 0 < len(rows) < tile and not unwritten.any(axis=(0, 2, 3))[np.setdiff1d(np.arange(tile), rows)].any():
+        return (f"rows {_spans(rows)} of every tile of out were never written.",
+                "The loop that writes out skips them. Each loop over j must visit every row of the tile, "
+                "ty, ty + R, ty + 2R, ... up to TILE, with R the rows of threads in the block (ROWS for "
+                "32 x 8 threads, ROWS_FAST for 32 x 4): a loop that steps by 8 with 4 rows of threads "
+                "leaves rows 4-7, 12-15, ... out.")
+    wrong = _by_tile(got.view(np.uint32) != want.astype(np.float32).view(np.uint32), tile)
+    per_tile = wrong.any(axis=1)  # [I, J, column j]: which columns of each tile are wrong
+    cols = np.flatnonzero(per_tile[0, 0])
+    if 0 < len(cols) < tile and (per_tile == per_tile[0, 0]).all():
+        return (f"in every tile of out, columns {_spans(cols)} are wrong.",
+                f"They come from rows {_spans(cols)} of the tile of a, which the loop that reads a into the "
+                "tile did not load, or loaded from the wrong place. Does that loop visit every row of the "
+                "tile, running to TILE in steps of the rows of threads in the block (ROWS_FAST for 32 x 4 "
+                "threads), and does it fetch element (row + j, col) of a (in a flat view, index "
+                "(row + j) * n_cols + col)?")
     return None
 
 
-def _lead_with(failure: CheckFailed, name: str, diagnosis: str | None) -> CheckFailed:
-    """The diagnosis first, then what the check saw (without its generic race hint, which the
-    diagnosis explains)."""
+def _misplaced_inside_tiles(got: np.ndarray, want: np.ndarray, tile: int) -> bool:
+    """Does every tile of ``got`` hold the values of the same tile of ``want``, in another order?"""
+    g, w = _by_tile(got, tile).transpose(0, 2, 1, 3), _by_tile(want, tile).transpose(0, 2, 1, 3)
+    g, w = g.reshape(g.shape[0], g.shape[1], -1), w.reshape(w.shape[0], w.shape[1], -1)
+    return bool(np.array_equal(np.sort(g, axis=-1), np.sort(w, axis=-1)) and not np.array_equal(g, w))
+
+
+def _transpose_diagnosis(launch, tile: int) -> tuple[str, str] | None:
+    """(what is wrong, where to look), named from what the kernel writes for two matrices of whole
+    tiles, a square one (2 x 2 tiles) and a wide one (2 x 3), whose elements all differ (0, 1, 2, ...:
+    exact in float32); None when the output matches no known mistake.
+
+    Right on both: the edge tiles are wrong. Right on the square only: a side of one matrix used for
+    the other's. Otherwise the typical wrong outputs: tiles moved but not transposed, transposed but
+    not moved, a copy, values misplaced inside each tile, rows of each tile left out by a loop.
+    """
+    square = np.arange(4 * tile * tile, dtype=np.float32).reshape(2 * tile, 2 * tile)
+    wide = np.arange(6 * tile * tile, dtype=np.float32).reshape(2 * tile, 3 * tile)
+    got_square, got_wide = _output_for(launch, square), _output_for(launch, wide)
+    square_right = got_square is not None and np.array_equal(got_square, square.T)
+    wide_right = got_wide is not None and np.array_equal(got_wide, wide.T)
+    if square_right:
+        return _EDGE_TILES if wide_right else _OTHER_SIDE
+    if got_square is not None:
+        if np.array_equal(got_square, _tiles_not_transposed(square, tile)):
+            return ("every tile landed in its transposed place, but the elements inside each tile were not "
+                    "transposed.",
+                    "When writing out, read the tile with its two indices swapped (`tile[tx, ty + j]`, not "
+                    "`tile[ty + j, tx]`). (Reading a tile the wrong way round also reads the part of an edge "
+                    "tile that was never loaded, which is why results may differ between runs.)")
+        if np.array_equal(got_square, _tiles_not_moved(square, tile)):
+            return ("every tile was transposed but written back to its own place.",
+                    "Block (bx, by) must write its tile to the transposed position in out, row bx * TILE and "
+                    "column by * TILE. Swap the block indices for the write (`col = by * TILE + tx`, "
+                    "`row = bx * TILE + ty`). On shapes that are not square this leaves parts of out "
+                    "unwritten, which looks like a grid that is too small but is not.")
+        if np.array_equal(got_square, square):
+            return ("on a square matrix the output equals the input: the kernel copies instead of transposing.",
+                    "Element a[row, col] must go to out[col, row].")
+    for got, a in ((got_wide, wide), (got_square, square)):
+        if got is None:
+            continue
+        if _misplaced_inside_tiles(got, a.T, tile):
+            return _SAME_MAP
+        named = _rows_and_columns_left_out(got, a.T, tile)
+        if named is not None:
+            return named
+    return None
+
+
+def _lead_with(failure: Exception, name: str, diagnosis: tuple[str, str] | None) -> Exception:
+    """The diagnosis first (what is wrong, then a hint: where to look), then what the check saw,
+    without the check's general hints, which the diagnosis replaces (a general hint such as "the grid
+    is too small" may blame another mistake)."""
     if diagnosis is None:
         return failure
-    seen = [line for line in str(failure).splitlines() if line != f"Hint: {RACE_HINT}"]
-    return CheckFailed(f"{name}: {diagnosis}\nWhat the check saw:\n" + "\n".join(seen))
+    what, hint = diagnosis
+    seen = [line for line in str(failure).splitlines() if not line.lstrip().startswith("Hint:")]
+    if not isinstance(failure, CheckFailed):  # the simulator's report: say what it is
+        seen[0] = f"{type(failure).__name__}: {seen[0]}"
+    return CheckFailed(f"{name}: {what}\nHint: {hint}\nWhat the check saw:\n" + "\n".join(seen))
 
 
 def check_transpose(launch, tile: int = 32, *, name: str = "transpose", seed=None) -> None:
@@ -381,15 +491,24 @@ def check_transpose(launch, tile: int = 32, *, name: str = "transpose", seed=Non
     rows). ``tile`` is the side of the square tile the kernel works in (the shapes are chosen
     around it: see :func:`transpose_shapes`); ``name`` labels the printed line. Each shape runs
     twice, so a missing ``cuda.syncthreads()`` shows as results that change between runs (on a GPU)
-    or as ``SharedMemoryRace`` (under the simulator). Recognises tiles moved to their place but not
-    transposed inside, and kernels that copy instead of transposing.
+    or as ``SharedMemoryRace`` (under the simulator).
+
+    When the kernel fails, it runs again on two matrices of whole tiles to name the mistake: edge
+    tiles wrong (bounds tests, or an interior test that lets an edge tile in); a side of ``a`` used
+    for a side of ``out`` (a row stride or a bound of the other matrix); tiles moved but not
+    transposed inside, or transposed but not moved; a copy; rows of every tile left out by a loop
+    whose step or end is wrong; values misplaced inside each tile (a swizzle read back with another
+    map). Those runs take a fraction of a second in the simulator, so they run in the mutation test
+    too (``first_failure_only``): its page quotes what the learner sees.
     """
+    from ..simulator import KernelLabSimulatorError, SharedMemoryRace
+
     require_callable(launch, "launch")
     tile = require_positive_int(tile, "tile")
     try:
         check_kernel(name, launch, lambda a: a.T, lambda shape, rng: rng.standard_normal(shape, dtype=np.float32),
                      sizes=transpose_shapes(tile), seed=seed)
-    except CheckFailed as failure:
-        if check_settings.first_failure_only:
-            raise
-        raise _lead_with(failure, name, _transpose_hint(launch, tile)) from None
+    except (CheckFailed, KernelLabSimulatorError) as failure:
+        if isinstance(failure, SharedMemoryRace):
+            raise  # a race names its two threads and the barrier to add: nothing to add to that
+        raise _lead_with(failure, name, _transpose_diagnosis(launch, tile)) from None
