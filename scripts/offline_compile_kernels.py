@@ -281,6 +281,13 @@ def drive_03(dev):
     xl = f32(5, 3000)
     yield "layernorm.launch_block_per_row", lambda: layernorm.launch_block_per_row(
         f32(5, 3000), f32(5), f32(5), xl, f32(3000), f32(3000))
+    # the package's kernel (03.3's last exercise): teams of 8 and 16 lanes, a warp, blocks of 64 to 1024
+    # threads; groups of four (float16 with tanh.approx) and rows that are not a multiple of 4
+    for n in (128, 130, 256, 1000, 3001, 8192, 16384):
+        for dt in (np.float32, np.float16):
+            yield (f"layernorm.launch_layernorm_gelu({np.dtype(dt).name}, rows of {n})",
+                   lambda n=n, dt=dt: layernorm.launch_layernorm_gelu(dev((rows, n), dt), f32(rows), f32(rows),
+                                                                      dev((rows, n), dt), f32(n), f32(n)))
 
 
 def drive_05(dev):

@@ -14,20 +14,24 @@ without the row max", ...), before the checker's general explanation.
   names a window shifted, flipped, transposed or mirrored along one axis (the implicit GEMM's
   ``w - dj``), and turns the simulator's report of a read outside x into the padding's message;
 * :func:`check_layernorm_gelu`: ``launch(y, mean, rstd, x, gamma, beta)``, float32 or float16;
+  :func:`check_gelu_fast`, :func:`check_team_sum` and :func:`check_team_threads`: the pieces of
+  03.3's team kernel (GELU with the hardware's tanh, a team's sum, the team sized to the row);
 * :func:`check_epilogue`: ``launch(c, a, b, aux)`` for an epilogue of :mod:`kernel_lab.fusion.epilogues`;
 * :func:`check_row_softmax`: ``launch(out, a, b)`` -> ``softmax(a @ b)`` row by row.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import secrets
 
 import numpy as np
+from numba import cuda, float32, uint64  # kernel_lab (imported first) chose GPU or simulator
 
 from .. import progress
-from ..check import CheckFailed, _GuardedOutput, _mismatch, tolerance
+from ..check import CheckFailed, _GuardedOutput, _mismatch, is_poison, tolerance
 from ..environment import on_simulator
 from ..validate import require_callable
 
@@ -57,9 +61,10 @@ def _matches(got, ref, **kw):
 
 
 def _judge(name, context, got, guard, ref, *, fmt, k, magnitude=None, rtol=None, atol=None, mistakes=(),
-           seed=None):
+           seed=None, as_hint=False):
     """Raise CheckFailed if ``got`` is not ``ref``; name the first of ``mistakes`` (label, wrong
-    reference or a function returning a hint or None) that explains it."""
+    reference or a function returning a hint or None) that explains it. ``as_hint``: name it on a
+    ``Hint:`` line, ahead of the checker's general hints (03.3's checks), instead of ``The mistake:``."""
     kw = dict(fmt=fmt, k=k, rtol=rtol, atol=atol, magnitude=magnitude)
     mm = _mismatch(name, got, ref, guard_written=guard, context=context, seed=seed, **kw)
     if mm is None:
@@ -77,7 +82,9 @@ def _judge(name, context, got, guard, ref, *, fmt, k, magnitude=None, rtol=None,
     text = mm.message()
     if named:
         first, _, rest = text.partition("\n")
-        text = f"{first}\nThe mistake: {named}\n{rest}"
+        if as_hint:  # the named mistake first; the checker's general guesses would only blur it
+            rest = "\n".join(ln for ln in rest.splitlines() if not ln.lstrip().startswith("Hint:"))
+        text = f"{first}\n{'Hint: the mistake:' if as_hint else 'The mistake:'} {named}\n{rest}"
     raise _Failed(text, named is not None, got.size)
 
 
@@ -383,14 +390,60 @@ def check_conv(launch, *, name="3x3 convolution + bias + ReLU", relu=True, tile=
 
 def _ln_shapes(max_n):
     big = 1000 if not on_simulator() else 127
-    shapes = [("odd length", (5, 33)), ("7 x 7", (7, 7)), ("a multiple of 4", (4, 36)), ("long rows", (3, min(big, max_n))),
-              ("very long rows", (2, max_n)), ("rows of length 1", (3, 1))]
+    # every remainder of the length by 4 (33, 7, 36, 30): rows that take groups of four and rows that
+    # cannot; lengths past a warp's and a team's first trip; rows of length 1 last
+    shapes = [("odd length", (5, 33)), ("7 x 7", (7, 7)), ("a multiple of 4", (4, 36)), ("2 mod 4", (3, 30)),
+              ("long rows", (3, min(big, max_n))), ("very long rows", (2, max_n)), ("rows of length 1", (3, 1))]
     seen, out = set(), []
     for label, (r, n) in shapes:
         if n <= max_n and (r, n) not in seen:
             seen.add((r, n))
             out.append((label, (r, n)))
     return out
+
+
+_LN_PAST = re.compile(r"(?P<verb>reads|writes) `(?P<expr>[^`]*)`.*?outside the global array `(?P<array>\w+)` of shape "
+                      r"\((?P<shape>[\d, ]*)\)", re.S)
+
+
+def _ln_access_outside(name, exc, x_shape):
+    """A CheckFailed for the simulator's report of an access past a row (or past the last row) in a
+    LayerNorm kernel: which of the loads-first rules it broke. None for any other error."""
+    try:
+        from ..simulator.errors import OutOfBoundsAccess
+        from ..vector_loads import MisalignedVectorAccess
+    except ImportError:  # no simulator: a GPU reports nothing here
+        return None
+    text = str(exc)
+    first = text.strip().splitlines()[0]
+    site = next((ln.strip() for ln in text.splitlines() if ln.strip().startswith("at ")), "")
+    if isinstance(exc, MisalignedVectorAccess) and "multiple of" in text:
+        hint = ("load4 and store4 take the column of a group's first value: 4 q (W * q) for group q, a multiple "
+                "of 4, where q counts groups of four. A row whose length is not a multiple of 4 takes one value "
+                "per access (WIDTH = 1), since its rows do not start 16-byte aligned.")
+        return CheckFailed(f"{name}: {first}" + (f"\n  {site}" if site else "") + "\nHint: " + hint)
+    if isinstance(exc, MisalignedVectorAccess) and "past the end" in text:
+        loads = "load4" in text and "store4" not in text
+        load_of_x = loads and "axis of length 1," not in text and re.search(r"index \(", text) is not None
+    elif isinstance(exc, OutOfBoundsAccess) and _LN_PAST.search(text):
+        m = _LN_PAST.search(text)
+        axis = re.search(r"Index -?\d+ on axis (\d+)", text)
+        load_of_x = m.group("verb") == "reads" and m.group("shape").replace(" ", "") == ",".join(map(str, x_shape))
+        if load_of_x and axis is not None and int(axis.group(1)) == 0:
+            hint = ("a team past the last row read a row that does not exist. It must still load, add and shuffle "
+                    "with the teams that share its warp: take the last row again, min(row, nrows - 1), and store "
+                    "nothing (live = row < nrows is False).")
+            return CheckFailed(f"{name}: {first}" + (f"\n  {site}" if site else "") + "\nHint: " + hint)
+    else:
+        return None
+    if load_of_x:
+        hint = ("the loads read past the row's end. Every load comes first and unconditionally, so clamp the column "
+                "(exercise 2) or the group (q = min(t + T * j, ng - 1)) to the row's last one: past the end the "
+                "thread loads the last group again, a copy the sums skip (t + T * j < ng) and no store uses.")
+    else:
+        hint = ("a store (or the gamma and beta it needs) past the row's last group: the stores run only for the "
+                "groups inside the row, q < ng, of a row that exists (live), unlike the loads, which are clamped.")
+    return CheckFailed(f"{name}: {first}" + (f"\n  {site}" if site else "") + "\nHint: " + hint)
 
 
 def _ln_stats(x64, divisor_minus=0, eps=1e-5, eps_inside=True):
@@ -421,8 +474,17 @@ def check_layernorm_gelu(launch, *, name="LayerNorm + GELU", dtype="float32", ma
         x = (rng.standard_normal((r, n)) * 3 + 1).astype(dt)
         gamma = (1 + 0.5 * rng.standard_normal(n)).astype(np.float32)
         beta = rng.standard_normal(n).astype(np.float32)
-        (y, gy), (mu, gm), (rs, gr) = _run(name, launch, [((r, n), dt), ((r,), np.float32), ((r,), np.float32)],
-                                           (x, gamma, beta))
+        try:
+            (y, gy), (mu, gm), (rs, gr) = _run(name, launch, [((r, n), dt), ((r,), np.float32), ((r,), np.float32)],
+                                               (x, gamma, beta))
+        except Exception as exc:  # noqa: BLE001 - the simulator's report of an access past a row
+            if any(f.named for _, f in fails.failures):  # a crash on a later shape (the simulator's report of
+                shapes = shapes[:[lb for lb, _ in shapes].index(label)]  # an access past the row, say) is
+                break  # the mistake an earlier shape already named: report that name
+            named = _ln_access_outside(name + f" (shape {label}: {r} rows of {n}, {dt.name})", exc, (r, n))
+            if named is None:
+                raise
+            raise named from None
         x64, g64, b64 = x.astype(np.float64), gamma.astype(np.float64), beta.astype(np.float64)
         mean, rstd = _ln_stats(x64, eps=eps)
         ctx = f" (shape {label}: {r} rows of {n}, {dt.name})"
@@ -446,6 +508,43 @@ def check_layernorm_gelu(launch, *, name="LayerNorm + GELU", dtype="float32", ma
              np.sqrt(1.0 / (rstd * rstd))),
         ]
 
+        def tail_left_out(got, n=n, x64=x64, which="mean"):
+            # groups of four taken on a row whose length is not a multiple of 4: the last n % 4 values
+            # never reach the sums (the row is still divided by n, or by the values that were summed)
+            m = 4 * (n // 4)
+            if n % 4 == 0 or m == 0:
+                return None
+            head = x64[:, :m]
+            for divisor in (n, m):
+                mu = head.sum(axis=1) / divisor
+                var = ((head - mu[:, None]) ** 2).sum(axis=1) / divisor
+                wrong = mu if which == "mean" else 1.0 / np.sqrt(var + eps)
+                if _matches(got, wrong, fmt="float32", k=n, rtol=4 * tolerance("float32", n), atol=None,
+                            magnitude=np.abs(wrong)):
+                    return (f"the last {n % 4} value(s) of each row of {n} are left out of the sums: a row whose "
+                            "length is not a multiple of 4 cannot be read in groups of four (its rows do not "
+                            "start 16-byte aligned, and the last group would straddle the row's end); such rows "
+                            "take one value per access (WIDTH = 1).")
+            return None
+
+        def lane_layout(got, which, n=n, x64=x64):
+            # exercise 2's layout, lane l holding columns l, l + 32, ...: two mistakes that depend on it
+            kw = dict(fmt="float32", k=n, rtol=4 * tolerance("float32", n), atol=None)
+            if which == "mean" and n % 32:
+                values = -(-n // 32)  # a lane's loads: past the end, copies of the last column
+                wrong = (x64.sum(axis=1) + (32 * values - n) * x64[:, -1]) / (32 * values)
+                if _matches(got, wrong, magnitude=np.abs(wrong), **kw):
+                    return ("the clamped copies past the row's end were counted: the loads repeat the last column "
+                            "there, and only the columns inside the row (lane + 32 k < N) count and add.")
+            if which == "rstd" and n > 1:
+                m2 = sum(((x64[:, l::32] - x64[:, l::32].mean(axis=1)[:, None]) ** 2).sum(axis=1)
+                         for l in range(min(32, n)))
+                wrong = 1.0 / np.sqrt(m2 / n + eps)
+                if _matches(got, wrong, magnitude=np.abs(wrong), **kw):
+                    return ("the variance lacks the spread between the lanes' means: Chan's combine adds "
+                            "d^2 n_a n_b / n to M2_a + M2_b, with d the difference of the two means.")
+            return None
+
         def nonfinite_rstd(got, n=n):
             if n == 1 and not np.isfinite(got.astype(np.float64)).all():
                 nan = np.isnan(got.astype(np.float64)).any()
@@ -457,26 +556,225 @@ def check_layernorm_gelu(launch, *, name="LayerNorm + GELU", dtype="float32", ma
         y_mistakes = [("GELU in its erf form: this kernel uses the tanh form, 0.5 v (1 + tanh(sqrt(2/pi) "
                        "(v + 0.044715 v^3))).", y_of(mean, rstd, act=lambda v: 0.5 * v * (1 + _erf(v / math.sqrt(2)))))
                       ] if fmt == "float32" else []
+
+        def group_order(got, n=n, r=r, fmt=fmt, xhat=(x64 - mean[:, None]) * rstd[:, None], ref=ref_y):
+            # a group's four values in the wrong registers (the load4's) or the wrong columns (the
+            # store4's): the statistics do not see the order, y does
+            got4 = got.astype(np.float64).reshape(r, -1, 4) if n % 4 == 0 else None
+            if got4 is None or not np.isfinite(got4).all():
+                return None
+            xhat4, g4, b4, ref4 = xhat.reshape(r, -1, 4), g64.reshape(-1, 4), b64.reshape(-1, 4), ref.reshape(r, -1, 4)
+            tol = (2e-3 if fmt == "float16" else 1e-5) * (1 + np.abs(ref).max())
+            explained = np.zeros(ref4.shape[:2], bool)
+            for order in itertools.permutations(range(4)):
+                order = list(order)
+                for candidate in (gelu_tanh(xhat4[..., order] * g4 + b4), ref4[..., order]):
+                    explained |= (np.abs(candidate - got4) <= tol).all(axis=2)
+            if not explained.all():
+                return None
+            return ("the values of a group of four are in the wrong registers or columns: v[4 j + i] is column "
+                    "4 q + i, as load4 fills v and as store4 writes y.")
+
+        def rows_unwritten(got, r=r):
+            missing = is_poison(got)
+            if not missing.any() or missing.all():
+                return None
+            rows = ", ".join(str(i) for i in np.flatnonzero(missing)[:6])
+            return (f"rows {rows} of {r} were never written (their mean keeps the poison): no team took them. "
+                    "A block of B threads holds B / TEAM rows (one when the team is the block): count the rows "
+                    "a block holds as its threads over a team's, and launch blocks for every row.")
+
+        if n == 1:  # xhat is 0: a GELU left out or applied before the scale and shift gives beta either way
+            y_mistakes = [m for m in y_mistakes if "erf" in m[0]]
+        else:
+            y_mistakes += [("the GELU is applied before the scale and shift: y = gelu(xhat * gamma + beta).",
+                            gelu_tanh((x64 - mean[:, None]) * rstd[:, None]) * g64 + b64),
+                           ("the GELU is missing.", y_of(mean, rstd, act=lambda v: v))]
         y_mistakes += [
+            (None, group_order),
+            ("the shift has the wrong sign: (v - mean) * rstd is v * rstd + shift with shift = -mean * rstd.",
+             y_of(-mean, rstd)),
             ("gamma and beta are swapped: y = gelu(xhat * gamma + beta).",
              gelu_tanh((x64 - mean[:, None]) * rstd[:, None] * b64 + g64)),
-            ("the GELU is missing.", y_of(mean, rstd, act=lambda v: v)),
             ("y is normalised with the variance of the wrong divisor (M2 / (N - 1)); LayerNorm divides by N.",
              y_of(mean, wrong_div)),
         ]
 
         def judge_all():
             _judge(f"{name}, mean", ctx, mu, gm, mean, fmt="float32", k=n, magnitude=np.abs(x64).mean(axis=1),
-                   mistakes=[("the mean is the row's sum, not divided by N.", x64.sum(axis=1))], seed=seed)
+                   mistakes=[(None, rows_unwritten), ("the mean is the row's sum, not divided by N.", x64.sum(axis=1)),
+                             (None, tail_left_out), (None, lambda got: lane_layout(got, "mean"))],
+                   seed=seed, as_hint=True)
             _judge(f"{name}, rstd", ctx, rs, gr, rstd, fmt="float32", k=n, rtol=4 * tolerance("float32", n),
-                   magnitude=rstd, mistakes=[(None, nonfinite_rstd)] + stat_mistakes, seed=seed)
+                   magnitude=rstd, mistakes=[(None, nonfinite_rstd)] + stat_mistakes
+                   + [(None, lambda got: tail_left_out(got, which="rstd")), (None, lambda got: lane_layout(got, "rstd"))],
+                   seed=seed, as_hint=True)
             _judge(f"{name}, y", ctx, y, gy, ref_y, fmt=fmt, k=n if fmt == "float32" else 1, magnitude=mag_y,
-                   mistakes=y_mistakes, seed=seed)
+                   mistakes=y_mistakes, seed=seed, as_hint=True)
         fails.run(label, judge_all)
     fails.raise_any([lb for lb, _ in shapes])
     progress.passed(name)
     print(f"{name} ({dt.name}): y, mean and rstd correct for all {len(shapes)} shapes "
           f"({', '.join(lb for lb, _ in shapes)})")
+
+
+def check_gelu_fast(gelu, *, name="gelu_fast", seed=None) -> None:
+    """``gelu(v)``, a float32 device function, must give GELU's tanh form,
+    ``0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3)))``, to float16's precision: it computes the
+    float16 results of 03.3, and the hardware's ``tanh.approx`` errs by about 2^-11 (in the simulator
+    the tanh is exact). Names a missing cubic term, a cubic term outside ``sqrt(2/pi)``, a missing
+    1/2 or ``+ v/2``, and the tanh taken of ``v`` or of ``2u``."""
+    from ..fusion.layernorm import GELU_C, gelu_tanh
+
+    require_callable(gelu, "gelu")
+    seed = _seed(seed)
+    rng = np.random.default_rng(seed)
+    v = np.concatenate([np.linspace(-6, 6, 49), 3 * rng.standard_normal(47), [0.0, -20.0, 20.0]]).astype(np.float32)
+
+    @cuda.jit
+    def _apply_gelu_fast(out, v):
+        i = cuda.grid(1)
+        if i < v.size:
+            out[i] = gelu(v[i])
+
+    (got, guard), = _run(name, lambda out, v_: _apply_gelu_fast[1, 128](out, v_), [(v.shape, np.float32)], (v,))
+    v64 = v.astype(np.float64)
+    u = GELU_C * (v64 + 0.044715 * v64 ** 3)
+    with np.errstate(all="ignore"):
+        mistakes = [
+            ("it returns v: GELU is not applied yet.", v64),
+            ("the cubic term is missing: u = sqrt(2/pi) (v + 0.044715 v^3).", 0.5 * v64 * (1 + np.tanh(GELU_C * v64))),
+            ("the cubic term is outside sqrt(2/pi): u = sqrt(2/pi) (v + 0.044715 v^3), both terms scaled.",
+             0.5 * v64 * (1 + np.tanh(GELU_C * v64 + 0.044715 * v64 ** 3))),
+            ("the 1/2 is missing: gelu(v) = h tanh(u) + h with h = v / 2.", v64 * (1 + np.tanh(u))),
+            ("the + h is missing: gelu(v) = h (1 + tanh(u)) = h tanh(u) + h.", 0.5 * v64 * np.tanh(u)),
+            ("tanh is taken of v: its argument is u = sqrt(2/pi) (v + 0.044715 v^3).", 0.5 * v64 * (1 + np.tanh(v64))),
+            ("tanh is taken of 2u: 0.5 (1 + tanh(u)) is sigmoid(2u), so the sigmoid form's 2u becomes u here.",
+             0.5 * v64 * (1 + np.tanh(2 * u))),
+        ]
+    fails = _Shapes()
+    # tanh.approx errs by at most about 2^-11 of tanh(u), so y by |v| 2^-12: allow 4 units of float16's
+    # roundoff (2^-9) of |v|, eight times that, and tight enough to tell a misplaced cubic term
+    fails.run("v from -20 to 20", lambda: _judge(name, " (v from -20 to 20, float32)", got, guard, gelu_tanh(v64),
+                                                  fmt="float32", k=1, rtol=2.0 ** -9, magnitude=np.abs(v64) + 1e-3,
+                                                  mistakes=mistakes, seed=seed, as_hint=True))
+    fails.raise_any(["v from -20 to 20"])
+    progress.passed(name)
+    print(f"{name}: GELU's tanh form to float16's precision for {v.size} values from -20 to 20")
+
+
+def _team_sum_kernel(team, warps, team_sum):
+    """Each thread's two team sums, of a[g] then of b[g], as the LayerNorm kernel takes them."""
+    @cuda.jit
+    def _run_team_sum(first, second, a, b):
+        part = cuda.shared.array((2, warps), float32)
+        t = uint64(cuda.threadIdx.x) & uint64(team - 1)
+        g = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        first[g] = team_sum(a[g], part, 0, t)
+        second[g] = team_sum(b[g], part, 1, t)
+    return _run_team_sum
+
+
+def check_team_sum(make_team_sum, *, name="team_sum", teams=(8, 16, 32, 64, 128), seed=None) -> None:
+    """``make_team_sum(TEAM)`` returns ``team_sum(s, part, k, t)``, a device function that gives every
+    thread of a team of TEAM threads (a power of two: part of a warp, a warp, or a whole block) the sum
+    of ``s`` over its team. ``part`` is the block's shared ``(2, max(1, TEAM // 32))`` float32 scratch,
+    ``k`` (0 or 1) the row of it that this sum may use, ``t`` the thread's place in its team. The check
+    runs two sums in a row, as the kernel does, for each team size, with several teams a block where a
+    team is smaller than a block (128 threads); it names a sum that stopped at a warp, a butterfly that
+    crossed into the next team, the second sum reading the first's slots, and a sum given to lane 0 only."""
+    require_callable(make_team_sum, "make_team_sum")
+    seed = _seed(seed)
+    rng = np.random.default_rng(seed)
+    fails = _Shapes()
+    labels = []
+    for team in teams:
+        block, warps = (team if team > 32 else 128), max(1, team // 32)
+        team_sum, nthreads = make_team_sum(team), 2 * (team if team > 32 else 128)
+        label = f"teams of {team}"
+        labels.append(label)
+
+        run = _team_sum_kernel(team, warps, team_sum)
+        # small whole numbers: every sum is exact in float32, whatever the order of its terms
+        a = rng.integers(1, 10, nthreads).astype(np.float32)
+        b = rng.integers(-50, 50, nthreads).astype(np.float32)
+        (got1, g1), (got2, g2) = _run(name, lambda f, s, a_, b_, k=run, blk=block:
+                                      k[nthreads // blk, blk](f, s, a_, b_),
+                                      [((nthreads,), np.float32), ((nthreads,), np.float32)], (a, b))
+
+        def over(values, size):
+            return np.repeat(values.astype(np.float64).reshape(-1, size).sum(axis=1), size)
+
+        def mistakes_of(values, other, team=team):
+            out = []
+            if team > 32:
+                out.append(("each warp's own sum, not the team's: the warps' sums must meet in shared memory "
+                            "(lane 0 of each warp writes its sum to part[k, warp], a barrier, then every thread "
+                            "adds the warps' sums).", over(values, 32)))
+                out.append((None, lambda got, expected=over(values, team):
+                            "only lane 0 of each warp has the team's sum: after the barrier every thread reads "
+                            "all the warps' sums from part." if np.array_equal(got[::32], expected[::32])
+                            and not np.array_equal(got, expected) else None))
+                out.append(("the sum over part started from this warp's own sum: start it from 0, since part "
+                            "holds every warp's sum, this warp's too.", over(values, team) + over(values, 32)))
+            if team < 32:
+                out.append((f"the butterfly crossed into the next team: with teams of {team} lanes only the "
+                            f"offsets below {team} stay inside a team (the larger ones add another row's values).",
+                            over(values, 32)))
+            out.append(("no sum: each thread kept its own value.", values.astype(np.float64)))
+            out.append(("the second sum mixed with the first: each sum has its own row of part (part[k, warp]), "
+                        "so that a warp that is ahead cannot overwrite a slot another warp has not read yet.",
+                        over(values, team) + over(other, team)))
+            return out
+
+        def judge(got1=got1, g1=g1, got2=got2, g2=g2, a=a, b=b, team=team):
+            ctx = f" (teams of {team} threads, {nthreads} threads in blocks of {team if team > 32 else 128})"
+            _judge(f"{name}, first sum", ctx, got1, g1, over(a, team), fmt="float32", k=1,
+                   magnitude=np.abs(over(a, team)) + 1, mistakes=mistakes_of(a, b), seed=seed, as_hint=True)
+            _judge(f"{name}, second sum", ctx, got2, g2, over(b, team), fmt="float32", k=1,
+                   magnitude=np.abs(over(b, team)) + 1, mistakes=mistakes_of(b, a), seed=seed, as_hint=True)
+        fails.run(label, judge)
+    fails.raise_any(labels)
+    progress.passed(name)
+    print(f"{name}: every thread has its team's sum, twice in a row, for teams of {', '.join(map(str, teams))} threads")
+
+
+def check_team_threads(team_threads, *, values, limit, name="team_threads") -> None:
+    """``team_threads(n, values)``: the threads that share a row of ``n`` values, the rule of 03.3's
+    exercise 6: the smallest power of two from 8 to 1024 whose threads hold the row with at most
+    ``values`` values each (1024 for the longest rows). Checked for every length up to 300 and around
+    every power of two up to ``limit``; names a team that is not a power of two, below 8, above a
+    block's 1024 threads, too small for the row or larger than it needs."""
+    require_callable(team_threads, "team_threads")
+    lengths = sorted({*range(1, 301), *(p + d for p in (1 << e for e in range(9, limit.bit_length() + 1))
+                                         for d in (-1, 0, 1) if 1 <= p + d <= limit)})
+    for n in lengths:
+        t = team_threads(n, values)
+        said = f"{name}({n}, {values}) = {t!r}"
+        if not isinstance(t, (int, np.integer)) or isinstance(t, bool):
+            raise CheckFailed(f"{name}: {said}, not a whole number of threads")
+        t = int(t)
+        if t < 1 or t & (t - 1):
+            raise CheckFailed(f"{name}: {said}, not a power of two\nHint: a team must be a power of two, so that it "
+                              "divides a warp's 32 lanes (or a block is a whole number of warps): then each team's "
+                              "lanes are neighbours, and a butterfly over the offsets below the team's size stays "
+                              "inside the team.")
+        if t < 8:
+            raise CheckFailed(f"{name}: {said}, below 8\nHint: the smallest team is 8 threads: 8 lanes of 16 bytes "
+                              "make one 128-byte line of float32 per access, where fewer lanes spread a warp's "
+                              "access over more rows.")
+        if t > 1024:
+            raise CheckFailed(f"{name}: {said}, above 1024\nHint: a team of several warps is one block, and a block "
+                              "holds at most 1024 threads (the longest rows get 1024 threads, more values each).")
+        if t * values < n and t < 1024:
+            raise CheckFailed(f"{name}: {said}: too few threads\nHint: {t} threads of at most {values} values hold "
+                              f"{t * values}, not a row of {n}: round n / values up, then up to a power of two.")
+        if t > 8 and (t // 2) * values >= n:
+            raise CheckFailed(f"{name}: {said}: more threads than the row needs\nHint: {t // 2} threads of {values} "
+                              f"values already hold a row of {n}: take the smallest power of two that does (from "
+                              "n / values rounded up, not n / values + 1).")
+    progress.passed(name)
+    print(f"{name}: the right team for every row length checked from 1 to {limit} ({values} values a thread)")
 
 
 def _erf(v):

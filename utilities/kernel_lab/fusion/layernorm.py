@@ -10,21 +10,27 @@ For each row ``r`` of ``x`` (R x N, float32 or float16)::
 ``mean`` and ``rstd`` (float32) are saved for the backward pass, which needs them and would
 otherwise read x again. Statistics are accumulated in float32 whatever x's format.
 
-Kernels, all made by one factory, :func:`row_kernel`, per row-length class (a row's values stay in
-registers between the statistics and the normalisation): one warp per row (rows up to
-``32 * WARP_VALUES`` long) and one block per row (rows up to ``block_row_limit(threads)``), with one
-value per access and with four (``load4``/``store4``), whose lanes get their (count, mean, M2) from
-their registers and combine them by Chan's rule with warp shuffles (the learner's method in 03.3:
-no cancellation, as ``E[x^2] - E[x]^2`` has); and the package's kernel,
-:func:`launch_layernorm_gelu`, a team of threads sized to the row with two-pass statistics (see
-its section below). The first version (Welford's update as each value arrives) is kept for 03.3's
-measurement of why every load comes first.
+The package's kernel, :func:`launch_layernorm_gelu`, is the one 03.3's learner ends with (the same
+code: ``make_team_kernel``, ``gelu_fast``, ``make_team_sum``, ``make_team_row``, ``team_threads``): a
+team of threads sized to the row (a few lanes of a warp for short rows, a block for long ones), four
+values per access, two-pass statistics, gamma and beta loaded after them (see its section below).
+``warp_row``, ``block_row`` and ``sum_over_warp`` are the notebook's scaffolding on the way there.
+
+The kernels of the probes (``scripts/probes/layernorm_variants.py``, ``scripts/gpu_module03_probe.py``)
+are made by one factory, :func:`row_kernel`, per row-length class (a row's values stay in registers
+between the statistics and the normalisation): one warp per row (rows up to ``32 * WARP_VALUES``
+long) and one block per row (rows up to ``block_row_limit(threads)``), with one value per access and
+with four (``load4``/``store4``), whose lanes get their (count, mean, M2) from their registers and
+combine them by Chan's rule with warp shuffles (no cancellation, as ``E[x^2] - E[x]^2`` has), or
+take the two-pass statistics. The first version (Welford's update as each value arrives) is kept for
+03.3's measurement of why every load comes first.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -35,8 +41,11 @@ from ..validate import KernelLabArgumentError
 
 from numba import cuda, float32, uint64  # noqa: E402  (kernel_lab chose GPU or simulator already)
 
-_S = _sizes(gpu=dict(warp_values=32, block=256, block_small=128, block_values=32, warps_per_block=4),
-            sim=dict(warp_values=4, block=64, block_small=32, block_values=4, warps_per_block=2))
+_GPU = dict(warp_values=32, block=256, block_small=128, block_values=32, warps_per_block=4, team_values=16,
+            row_limit=16384)
+_S = _sizes(gpu=_GPU, sim=dict(warp_values=4, block=64, block_small=32, block_values=4, warps_per_block=2,
+                               team_values=4, row_limit=256))
+GPU = SimpleNamespace(**_GPU)  # the GPU's sizes, for a check that runs the GPU's configuration in the simulator
 WARP_VALUES = _S.warp_values  # values per lane in the warp-per-row kernel: rows up to 32 * this
 BLOCK = _S.block  # threads of the block-per-row kernel (the default; block_threads() picks by row length)
 BLOCK_SMALL = _S.block_small
@@ -196,7 +205,7 @@ def row_kernel(per_row: int, groups: int, width: int, fast_gelu: bool = False, s
     SUB, SHIFT = uint64(sub), uint64(sub.bit_length() - 1)
 
     @cuda.jit(fastmath=True)
-    def layernorm_gelu(x, gamma, beta, y, mean_out, rstd_out, eps):
+    def layernorm_gelu_variant(x, gamma, beta, y, mean_out, rstd_out, eps):
         part = cuda.shared.array((3, warps), float32)  # block per row: each warp's statistics
         stats_ = cuda.shared.array(2, float32)
         v = cuda.local.array(size, float32)
@@ -320,7 +329,7 @@ def row_kernel(per_row: int, groups: int, width: int, fast_gelu: bool = False, s
                            GELU((v[k + 3] * rstd + shift) * g[k + 3] + b[k + 3]))
                 else:
                     y[row, q] = GELU((v[k] * rstd + shift) * g[k] + b[k])
-    return layernorm_gelu
+    return layernorm_gelu_variant
 
 
 def warp_kernel(values: int):
@@ -341,11 +350,11 @@ def launch_warp_per_row(y, mean, rstd, x, gamma, beta, eps=EPS):
     kernel[-(-x.shape[0] // WARPS_PER_BLOCK), 32 * WARPS_PER_BLOCK](x, gamma, beta, y, mean, rstd, float32(eps))
 
 
-def block_row_limit(threads: int) -> int:
-    """The longest row a block of ``threads`` holds in registers: at most ``BLOCK_VALUES`` values
-    per thread, and at most 8192 values per block (three arrays of them per thread must fit the
-    SM's 65536 registers: 1024 threads get 64 registers each)."""
-    return threads * min(BLOCK_VALUES, max(1, 8192 // threads))
+def block_row_limit(threads: int, values: int | None = None) -> int:
+    """The longest row a block of ``threads`` holds in registers: at most ``values`` (default
+    ``BLOCK_VALUES``) values per thread, and at most 8192 values per block (three arrays of them per
+    thread must fit the SM's 65536 registers: 1024 threads get 64 registers each)."""
+    return threads * min(BLOCK_VALUES if values is None else values, max(1, 8192 // threads))
 
 
 def launch_block_per_row(y, mean, rstd, x, gamma, beta, eps=EPS, threads=BLOCK):
@@ -443,13 +452,15 @@ def launch_welford_per_element(y, mean, rstd, x, gamma, beta, eps=EPS):
                                                                                       float32(eps))
 
 
-def block_threads(n: int) -> int:
-    """Threads of the block-per-row x4 kernel for rows of ``n`` in 03.3's sweep: the fewest that hold
-    the row (at most ``BLOCK_VALUES`` values each)."""
-    return BLOCK_SMALL if n <= block_row_limit(BLOCK_SMALL) else BLOCK
+def block_threads(n: int, cfg=None) -> int:
+    """Threads of the block-per-row kernels for rows of ``n`` in 03.3's sweep: the fewest that hold
+    the row (at most ``BLOCK_VALUES`` values each). ``cfg``: other sizes than this machine's (``GPU``)."""
+    small, big, values = (BLOCK_SMALL, BLOCK, BLOCK_VALUES) if cfg is None else (cfg.block_small, cfg.block,
+                                                                                 cfg.block_values)
+    return small if n <= block_row_limit(small, values) else big
 
 
-# --- the package's kernel: a team of threads sized to the row -------------------------------------
+# --- the package's kernel: a team of threads sized to the row (03.3's exercises 3 to 6) ------------
 #
 # The kernels above give a row a warp or a block whatever its length, so the work that is paid once
 # per row (the reduction's shuffle rounds, a block's barriers) weighs on few values for short rows,
@@ -460,33 +471,168 @@ def block_threads(n: int) -> int:
 # about the row's mean: the row is on chip, so the second pass reads no memory, it cannot cancel,
 # and each pass is a plain sum (one shuffle per round, where Chan's combine moves three values and
 # divides). gamma and beta are loaded after the statistics, so they hold no registers during the
-# reduction. Measured in scripts/probes/layernorm_variants.py (H100 and H200, 2026-11-27).
+# reduction. Measured in scripts/probes/layernorm_variants.py (H100 and H200, 2026-11-27), with
+# row_kernel(team, ..., "two_pass", late_affine=True), of which make_team_kernel is a cleaned copy.
+#
+# 03.3's learner writes these functions, and the notebook's copies are the same code (held to it by
+# tests/test_package_copies.py): the kernel's loads and stores of groups of four (exercise 3),
+# gelu_fast (exercise 4, above), team_sum (exercise 5), team_row and team_threads (exercise 6).
+# warp_row, block_row and sum_over_warp are the notebook's scaffolding before the learner's own
+# team_row and team_sum exist.
 
-_TEAM = _sizes(gpu=dict(v=16, limit=16384), sim=dict(v=4, limit=256))
-VALUES_PER_THREAD = _TEAM.v
-ROW_LIMIT = _TEAM.limit  # the longest row the package's kernel takes: 1024 threads of 16 values on a GPU
+VALUES_PER_THREAD = _S.team_values
+ROW_LIMIT = _S.row_limit  # the longest row the package's kernel takes: 1024 threads of 16 values on a GPU
+TEAM_BLOCK = 128  # threads of a block that holds several teams (teams of up to 32 threads)
 
 
-def team_threads(n: int) -> int:
-    """Threads per row of ``n`` values: the power of two from 8 to 1024 nearest above n / VALUES_PER_THREAD."""
-    want = max(1, -(-int(n) // VALUES_PER_THREAD))
+@cuda.jit(device=True, inline="always")
+def warp_row(nrows):
+    """A team of one warp per row, several rows a block: (this lane's place in its team, the row,
+    whether the row exists). A warp past the last row takes the last row again, so that every lane
+    keeps taking part in the shuffles, and stores nothing."""
+    tid = uint64(cuda.threadIdx.x)
+    row = uint64(cuda.blockIdx.x) * (uint64(cuda.blockDim.x) >> uint64(5)) + (tid >> uint64(5))
+    return tid & uint64(31), min(row, nrows - uint64(1)), row < nrows
+
+
+@cuda.jit(device=True, inline="always")
+def block_row(nrows):
+    """A team of one block per row: (this thread's place in the block, the row, whether it exists)."""
+    return uint64(cuda.threadIdx.x), uint64(cuda.blockIdx.x), True  # the launch has a block for every row
+
+
+@cuda.jit(device=True, inline="always")
+def sum_over_warp(s, part, k, t):
+    """The sum of ``s`` over a team of one warp, in every lane (butterfly shuffles). ``part``, ``k``
+    and ``t`` are there for the signature of a team of several warps (``make_team_sum``)."""
+    for off in (16, 8, 4, 2, 1):
+        s += cuda.shfl_xor_sync(FULL, s, off)
+    return s
+
+
+@functools.cache
+def make_team_sum(TEAM):
+    """``team_sum(s, part, k, t)``: the sum of ``s`` over a team of ``TEAM`` threads (a power of two),
+    in every thread of the team. ``part``: the block's shared (2, warps) scratch, ``k``: which of the
+    kernel's two sums (its own row of ``part``), ``t``: the thread's place in its team."""
+    OFFSETS = tuple(o for o in (16, 8, 4, 2, 1) if o < TEAM)  # the butterfly stays inside the team
+    WARPS = TEAM // 32  # a team of several warps is a whole block
+
+    @cuda.jit(device=True, inline="always")
+    def team_sum(s, part, k, t):
+        for off in OFFSETS:
+            s += cuda.shfl_xor_sync(FULL, s, off)
+        if TEAM > 32:  # the warps' sums meet in shared memory
+            if t & uint64(31) == uint64(0):
+                part[k, t >> uint64(5)] = s
+            cuda.syncthreads()
+            s = float32(0)
+            for w in range(WARPS):
+                s += part[k, w]
+        return s
+    return team_sum
+
+
+@functools.cache
+def make_team_row(TEAM):
+    """``team_row(nrows)``: (this thread's place in its team, its team's row, whether that row exists)
+    for teams of ``TEAM`` threads (a power of two): 32 / TEAM rows a warp, or a block per row."""
+    SHIFT = uint64(TEAM.bit_length() - 1)  # log2(TEAM)
+
+    @cuda.jit(device=True, inline="always")
+    def team_row(nrows):
+        tid = uint64(cuda.threadIdx.x)
+        if TEAM > 32:  # a team of several warps is the block: one row a block, every one of them exists
+            return tid, uint64(cuda.blockIdx.x), True
+        row = uint64(cuda.blockIdx.x) * (uint64(cuda.blockDim.x) >> SHIFT) + (tid >> SHIFT)
+        return tid & uint64(TEAM - 1), min(row, nrows - uint64(1)), row < nrows
+    return team_row
+
+
+@functools.cache
+def make_team_kernel(TEAM, GROUPS, WIDTH, GELU, team_row, team_sum):
+    """LayerNorm + GELU with a team of ``TEAM`` threads per row, each holding ``GROUPS`` groups of
+    ``WIDTH`` neighbouring values (4: ``load4``/``store4``; 1: rows not a multiple of 4 long). Thread
+    ``t`` of a team owns groups ``t, t + TEAM, t + 2 TEAM, ...`` of its row: every access of a warp
+    is coalesced. ``team_row`` and ``team_sum`` place the threads and add over the team."""
+    WARPS, SIZE = max(1, TEAM // 32), GROUPS * WIDTH  # shapes of local and shared arrays: constants, folded here
+    T, W, ONE = uint64(TEAM), uint64(WIDTH), uint64(1)
+
+    @cuda.jit(fastmath=True)
+    def layernorm_gelu_team(x, gamma, beta, y, mean_out, rstd_out, eps):
+        part = cuda.shared.array((2, WARPS), float32)  # a team of several warps: each warp's sums
+        v = cuda.local.array(SIZE, float32)  # this thread's share of the row, in registers
+        t, row, live = team_row(uint64(x.shape[0]))
+        ncols = x.shape[1]
+        ng = uint64(ncols) // W  # groups in the row
+        for j in range(GROUPS):  # every load first; past the row's end the last group again, never used
+            q = min(t + T * uint64(j), ng - ONE)
+            if WIDTH == 4:
+                x0, x1, x2, x3 = load4(x, (row, W * q))
+                v[4 * j], v[4 * j + 1] = float32(x0), float32(x1)
+                v[4 * j + 2], v[4 * j + 3] = float32(x2), float32(x3)
+            else:
+                v[j] = float32(x[row, q])
+        s = float32(0)
+        for j in range(GROUPS):
+            if t + T * uint64(j) < ng:
+                for i in range(WIDTH):
+                    s += v[WIDTH * j + i]
+        mean = team_sum(s, part, 0, t) / float32(ncols)
+        s = float32(0)
+        for j in range(GROUPS):  # the squared deviations about the row's mean: nothing cancels
+            if t + T * uint64(j) < ng:
+                for i in range(WIDTH):
+                    d = v[WIDTH * j + i] - mean
+                    s += d * d
+        rstd = float32(1) / math.sqrt(team_sum(s, part, 1, t) / float32(ncols) + eps)
+        if t == uint64(0) and live:
+            mean_out[row] = mean
+            rstd_out[row] = rstd
+        shift = -mean * rstd  # (v - mean) * rstd = v * rstd + shift: one FMA a value
+        for j in range(GROUPS):
+            q = t + T * uint64(j)
+            if q < ng and live:
+                k = WIDTH * j
+                if WIDTH == 4:  # gamma and beta only now: they hold no registers through the sums
+                    g0, g1, g2, g3 = load4(gamma, W * q)
+                    b0, b1, b2, b3 = load4(beta, W * q)
+                    store4(y, (row, W * q), GELU((v[k] * rstd + shift) * g0 + b0),
+                           GELU((v[k + 1] * rstd + shift) * g1 + b1), GELU((v[k + 2] * rstd + shift) * g2 + b2),
+                           GELU((v[k + 3] * rstd + shift) * g3 + b3))
+                else:
+                    y[row, q] = GELU((v[k] * rstd + shift) * gamma[q] + beta[q])
+    return layernorm_gelu_team
+
+
+def team_threads(n, values=VALUES_PER_THREAD):
+    """Threads per row of ``n`` values: the power of two from 8 to 1024 nearest above n / values."""
+    want = max(1, -(-n // values))
     return min(1024, max(8, 1 << (want - 1).bit_length()))
 
 
-def launch_team_per_row(y, mean, rstd, x, gamma, beta, eps=EPS):
-    """The package's kernel (see above); rows not a multiple of 4 long take one value per access."""
-    n = x.shape[1]
-    if n > ROW_LIMIT:
-        raise KernelLabArgumentError(f"rows of {n}: the kernel holds a row on chip, at most {ROW_LIMIT} values")
-    t = team_threads(n)
-    width = 4 if n % 4 == 0 else 1
-    kernel = row_kernel(t, values_per_lane(n, width * t), width, width == 4 and x.dtype == np.float16, "two_pass",
-                        True)
-    if t <= 32:
-        per_block = max(1, 128 // t)  # 128 threads: several rows per block
-        kernel[-(-x.shape[0] // per_block), t * per_block](x, gamma, beta, y, mean, rstd, float32(eps))
+def team_launch(kernel, team, y, mean, rstd, x, gamma, beta, eps=EPS):
+    """Launch a team kernel: one block per row for a team of several warps; otherwise blocks of
+    ``TEAM_BLOCK`` threads, ``TEAM_BLOCK // team`` rows each."""
+    if team > 32:
+        kernel[x.shape[0], team](x, gamma, beta, y, mean, rstd, float32(eps))
     else:
-        kernel[x.shape[0], t](x, gamma, beta, y, mean, rstd, float32(eps))
+        kernel[-(-x.shape[0] // (TEAM_BLOCK // team)), TEAM_BLOCK](x, gamma, beta, y, mean, rstd, float32(eps))
+
+
+def launch_team_per_row(y, mean, rstd, x, gamma, beta, eps=EPS, values=VALUES_PER_THREAD, limit=ROW_LIMIT):
+    """The package's kernel (see above); rows not a multiple of 4 long take one value per access.
+    ``values``, ``limit``: values per thread that size the team and the longest row (a check in the
+    simulator passes the GPU's: ``GPU.team_values``, ``GPU.row_limit``)."""
+    n = x.shape[1]
+    if n > limit:
+        raise KernelLabArgumentError(f"rows of {n}: the kernel holds a row on chip, at most {limit} values")
+    team = team_threads(n, values)
+    width = 4 if n % 4 == 0 else 1
+    gelu_ = gelu_fast if width == 4 and x.dtype == np.float16 else gelu
+    kernel = make_team_kernel(team, values_per_lane(n, width * team), width, gelu_, make_team_row(team),
+                              make_team_sum(team))
+    team_launch(kernel, team, y, mean, rstd, x, gamma, beta, eps)
 
 
 def launch_layernorm_gelu(y, mean, rstd, x, gamma, beta, eps=EPS):
