@@ -629,12 +629,20 @@ def test_int4_dequantize_partial_tile_named():
 
 def test_int4_partial_tile_with_only_the_first_quad_named_at_the_gpus_block():
     """At 256 threads a block a thread's second quad of a partial tile exists only in rows past 1280
-    quads (or 256 on the scalar path): the check's widths 5296 and 1030 take it."""
+    quads (or 256 on the scalar path), a third past 1536 (or 512), a fourth only on the scalar path
+    (past 768 quads: on a 16-byte row a thread with four quads has a whole tile): the check's widths
+    7296 and 3074 take them all."""
     bad = mutant(I4.int4_dequantize_tile4, "        for k in range(4):\n", "        for k in range(1):\n")
     with pytest.raises(CheckFailed, match=r"columns 1024..1029 of each row were never written, the end of every row"):
         checks.check_int4_dequantize(int4_dq_tile(bad), shapes=[("2 x 1030", (2, 1030))], seed=52)
     with pytest.raises(CheckFailed, match=r"columns 5120..5295 of each row were never written"):
         checks.check_int4_dequantize(int4_dq_tile(bad), shapes=[("2 x 5296", (2, 5296))], seed=53)
+    bad = mutant(I4.int4_dequantize_tile4, "        for k in range(4):\n", "        for k in range(3):\n")
+    with pytest.raises(CheckFailed, match=r"columns 3072..3073 of each row were never written"):
+        checks.check_int4_dequantize(int4_dq_tile(bad), shapes=[("1 x 3074", (1, 3074))], seed=61)
+    bad = mutant(I4.int4_dequantize_tile4, "        for k in range(4):\n", "        for k in range(2):\n")
+    with pytest.raises(CheckFailed, match=r"never written"):
+        checks.check_int4_dequantize(int4_dq_tile(bad), shapes=[("1 x 7296", (1, 7296))], seed=62)
 
 
 def test_int4_rows_of_two_mod_four_named():

@@ -792,6 +792,8 @@ MUTANTS = [
       "    elif not vec:  # other widths, and the last, partial tile of a row", "partial tile skipped"),
     M("int4 dequantize tile4", "dq4-tile-code", "        for k in range(4):\n", "        for k in range(1):\n",
       "partial tile: only each thread's first quad"),
+    M("int4 dequantize tile4", "dq4-tile-code", "        for k in range(4):\n", "        for k in range(3):\n",
+      "partial tile: a thread's fourth quad left out"),
     M("int4 dequantize tile4", "dq4-tile-code", "s1 = scales[r, (4 * (j + nb)) // GROUP]", "s1 = scales[r, (4 * j) // GROUP]",
       "second quad with the first one's scale"),
     M("int4 dequantize tile4", "dq4-tile-code", "store_quad(out, r, 4 * j, h0, s0)", "store_quad(out, r, j, h0, s0)",

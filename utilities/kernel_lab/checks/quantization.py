@@ -617,12 +617,12 @@ def int4_shapes():
     """Widths of every remainder mod 4 (the scalar path of a kernel with 16-byte accesses, where a
     row's last quad holds 1, 2 or 3 values), then multiples of 4 (its vector path): a last group of
     4 values (132), several groups, and a row of a single quad. Two widths are for the tile of four
-    quads a block apart at the GPU's 256 threads a block (1024 quads a tile): 1030 (2 mod 4) gives a
-    thread a second quad on the scalar path, 5296 (1324 quads) a whole tile and then a partial one
-    in which threads have a second quad too."""
+    quads a block apart at the GPU's 256 threads a block (1024 quads a tile): 3074 (2 mod 4, 769
+    quads) gives threads all four quads on the scalar path, 7296 (1824 quads) a whole tile and then
+    a partial one in which threads have three quads (with a fourth their tile would be whole)."""
     return [("1 x 1", (1, 1)), ("3 x 127", (3, 127)), ("3 x 129", (3, 129)), ("4 x 256", (4, 256)),
-            ("5 x 301", (5, 301)), ("2 x 132", (2, 132)), ("3 x 264", (3, 264)), ("2 x 1030", (2, 1030)),
-            ("2 x 5296", (2, 5296)), ("2 x 4", (2, 4))]
+            ("5 x 301", (5, 301)), ("2 x 132", (2, 132)), ("3 x 264", (3, 264)), ("1 x 3074", (1, 3074)),
+            ("1 x 7296", (1, 7296)), ("2 x 4", (2, 4))]
 
 
 def _int4_run(name, label, cols, launch, *args):
