@@ -111,7 +111,7 @@ MISTAKES = {
     "e2m1_nan": "a NaN input: E2M1 has no NaN, and the course follows ml_dtypes: code 0b1000 for a NaN whose sign "
                 "bit is clear, 0b0000 for one whose sign bit is set (take 8 for a NaN, then XOR the sign bit in, "
                 "where the other values OR it).",
-    "e4m3_nan": "a NaN input must give E4M3's NaN, 0x7F (|NaN| is a NaN: test `not s >= 0`, true only for NaN).",
+    "e4m3_nan": "a NaN input must give E4M3's NaN, 0x7F: test the bits, a NaN's lie above infinity's, 0x7F800000 (a float test such as `not s >= 0` can be compiled away on a GPU).",
 }
 SCALE_RULES = {
     "NVFP4": "the E4M3 block scale is amax_block / 6 / tensor_scale rounded to the NEAREST E4M3 value (ties to "

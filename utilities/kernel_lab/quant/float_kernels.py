@@ -414,7 +414,7 @@ def e2m1_code(q):
         c = int32(int32(float_bits(a + float32(4194304.0))) - int32(0x4A800000))
     else:  # NaN's bits taken as infinity's: no int32 overflow in round_bits
         c = round_bits(min(int32(float_bits(a)), int32(0x7F800000)), 22, int32(252), int32(7))
-    if not a >= float32(0):  # NaN
+    if (float_bits(q) & uint32(0x7FFFFFFF)) > uint32(0x7F800000):  # NaN: bits above infinity's
         c = int32(8)
     return int32(c ^ int32(int32(float_bits(q) >> 28) & int32(8)))  # the sign bit, -0's included
 
@@ -426,7 +426,7 @@ def e4m3_magnitude_code(s):
         c = int32(int32(float_bits(s + float32(16384.0))) - int32(0x46800000))
     else:
         c = round_bits(min(int32(float_bits(s)), int32(0x7F800000)), 20, int32(960), int32(0x7E))
-    if not s >= float32(0):  # NaN
+    if (float_bits(s) & uint32(0x7FFFFFFF)) > uint32(0x7F800000):  # NaN: bits above infinity's
         c = int32(0x7F)
     return c
 
