@@ -137,3 +137,15 @@ def test_setup_returns_the_environment(capsys):
     env = kl.setup(requires=[])
     assert env.simulator == kl.on_simulator()
     assert "numba" in env.versions and "numpy" in env.versions
+
+
+def test_small_sizes_can_be_asked_for_on_any_machine(monkeypatch):
+    from kernel_lab.sizes import small_sizes_asked
+
+    monkeypatch.setenv("KERNEL_LAB_SIZES", "small")
+    assert small_sizes_asked() and kl.sizes(gpu=dict(n=1 << 26), sim=dict(n=3000)).n == 3000
+    monkeypatch.setenv("KERNEL_LAB_SIZES", "full")
+    assert not small_sizes_asked()
+    monkeypatch.setenv("KERNEL_LAB_SIZES", "tiny")
+    with pytest.raises(ValueError, match="KERNEL_LAB_SIZES is 'small' or 'full'"):
+        kl.sizes(gpu=dict(n=1), sim=dict(n=2))

@@ -7,6 +7,7 @@ same notebook runs unchanged in both places.
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
 from .environment import on_simulator
@@ -24,7 +25,19 @@ def sizes(*, gpu: dict, sim: dict) -> SimpleNamespace:
         raise ValueError(f"sizes(): the GPU and simulator sizes must have the same names; "
                          f"only for the GPU: {sorted(set(gpu) - set(sim))}, only for the simulator: "
                          f"{sorted(set(sim) - set(gpu))}")
-    return SimpleNamespace(**(sim if on_simulator() else gpu))
+    return SimpleNamespace(**(sim if small_sizes_asked() or on_simulator() else gpu))
+
+
+SMALL_SIZES_ENV = "KERNEL_LAB_SIZES"
+
+
+def small_sizes_asked() -> bool:
+    """``KERNEL_LAB_SIZES=small``: the simulator's sizes on a GPU too, for runs that only check, such as
+    a notebook under compute-sanitizer (scripts/gpu_sanitize.py), where every access is instrumented."""
+    value = os.environ.get(SMALL_SIZES_ENV, "").strip().lower()
+    if value not in ("", "small", "full"):
+        raise ValueError(f"{SMALL_SIZES_ENV} is 'small' or 'full' (or unset), not {value!r}")
+    return value == "small"
 
 
 def blocks_for(n: int, threads_per_block: int) -> int:
