@@ -86,6 +86,7 @@ def pytest_report_header(config):
     return f"kernel_lab: GPU {g.name}, compute capability {g.compute_capability}, full-size notebooks"
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: unknown without it
 def pytest_xdist_auto_num_workers(config):
     """How many workers ``-n auto`` (set in pyproject.toml) starts: one per CPU core, at most 8.
 
@@ -101,16 +102,31 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: unknown without it
+def pytest_xdist_make_scheduler(config, log):
+    """Hand out the tests one by one, but a notebook's cells all to one worker.
+
+    A notebook's cells share one Jupyter kernel and run in order, so they are one unit of work; every
+    other test is a unit of its own, so that a long test file (the mutation test) spreads over all
+    workers. (xdist's ``--dist loadgroup`` would do it with a mark, but it keys the groups on node ids,
+    which pytest 9.2 no longer lets a plugin rewrite: the cells of a notebook were split.)
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class NotebooksWhole(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path.endswith(".ipynb") else nodeid
+
+    return NotebooksWhole(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     reasons: dict[Path, list[str]] = {}
     for item in items:
         if type(item).__name__ != "IPyNbCell":
             continue
         path = Path(str(item.parent.path))
-        # A notebook's cells share one Jupyter kernel and run in order: they stay on one worker
-        # (``--dist loadgroup``); every other test goes to whichever worker is free.
-        item.add_marker(pytest.mark.xdist_group(path.relative_to(Path(__file__).resolve().parent).as_posix()))
         if path not in reasons:
             reasons[path] = unmet_requirements(notebook_requirements(path), simulator=on_simulator(),
                                                gpu=gpu_info())
