@@ -118,8 +118,6 @@ def convolution(results, torch):
 
 
 def layernorm(results, torch):
-    from numba import cuda
-
     from kernel_lab.fusion import layernorm as ln
 
     rng = np.random.default_rng(0)
@@ -128,11 +126,7 @@ def layernorm(results, torch):
     for dtype in (np.float32, np.float16):
         for n in ln.SWEEP.ns:
             rows_n = ln.sweep_rows(n)
-            x = cuda.to_device((rng.standard_normal((rows_n, n)) * 2 + 1).astype(dtype))
-            gamma = cuda.to_device((1 + 0.1 * rng.standard_normal(n)).astype(np.float32))
-            beta = cuda.to_device((0.1 * rng.standard_normal(n)).astype(np.float32))
-            y = cuda.device_array((rows_n, n), dtype)
-            mean, rstd = cuda.device_array(rows_n, np.float32), cuda.device_array(rows_n, np.float32)
+            x, gamma, beta, y, mean, rstd = ln.sweep_arrays(n, dtype, rng)
             nbytes = ln.bytes_moved(rows_n, n, np.dtype(dtype).itemsize)
             row = {"dtype": np.dtype(dtype).name, "n": n}
             ms = {}

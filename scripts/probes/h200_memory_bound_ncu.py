@@ -64,11 +64,7 @@ def cases():
     out = []
     for dtype, n in ((np.float16, 4096), (np.float16, 8192), (np.float32, 8192)):
         rows = ln.sweep_rows(n)
-        x = cuda.to_device((rng.standard_normal((rows, n)) * 2 + 1).astype(dtype))
-        gamma = cuda.to_device((1 + 0.1 * rng.standard_normal(n)).astype(np.float32))
-        beta = cuda.to_device((0.1 * rng.standard_normal(n)).astype(np.float32))
-        y = cuda.device_array((rows, n), dtype)
-        mean, rstd = cuda.device_array(rows, np.float32), cuda.device_array(rows, np.float32)
+        x, gamma, beta, y, mean, rstd = ln.sweep_arrays(n, dtype, rng)
         label = f"LayerNorm+GELU team, {'fp16' if dtype == np.float16 else 'fp32'} N={n}"
         out.append((label, lambda y=y, mean=mean, rstd=rstd, x=x, g=gamma, b=beta: ln.launch_layernorm_gelu(
             y, mean, rstd, x, g, b), ln.bytes_moved(rows, n, np.dtype(dtype).itemsize), rows * n))

@@ -59,7 +59,7 @@ args = ap.parse_args()
 env = kl.setup(quiet=True)
 if env.simulator != args.sim:
     sys.exit("run with --sim under the simulator, without it on a GPU")
-from numba import cuda, float32  # noqa: E402
+from numba import float32  # noqa: E402
 
 from kernel_lab.checks import fusion as checks  # noqa: E402
 from kernel_lab.fusion import layernorm as ln  # noqa: E402
@@ -123,11 +123,7 @@ rows_out = []
 for dtype in (np.float32, np.float16):
     for n in ([int(v) for v in args.ns.split(",")] if args.ns else ln.SWEEP.ns):
         rows = ln.sweep_rows(n)
-        x = cuda.to_device((rng.standard_normal((rows, n)) * 2 + 1).astype(dtype))
-        gamma = cuda.to_device((1 + 0.1 * rng.standard_normal(n)).astype(np.float32))
-        beta = cuda.to_device((0.1 * rng.standard_normal(n)).astype(np.float32))
-        y = cuda.device_array((rows, n), dtype)
-        mean, rstd = cuda.device_array(rows, np.float32), cuda.device_array(rows, np.float32)
+        x, gamma, beta, y, mean, rstd = ln.sweep_arrays(n, dtype, rng)
         nbytes = ln.bytes_moved(rows, n, np.dtype(dtype).itemsize)
         tag = f"{np.dtype(dtype).name} {rows}x{n}"
         res = {}

@@ -673,3 +673,16 @@ SWEEP = _sizes(gpu=dict(elements=1 << 25, ns=[128, 256, 512, 768, 1024, 2048, 40
 def sweep_rows(n: int) -> int:
     """Rows of length ``n`` in the sweep's fixed number of values."""
     return max(1, SWEEP.elements // n)
+
+
+def sweep_arrays(n: int, dtype, rng):
+    """The device arrays of one size of the sweep, as the notebook draws them: ``(x, gamma, beta, y,
+    mean, rstd)``, x of mean 1 and spread 2 in ``dtype``, gamma about 1, beta about 0 (float32)."""
+    from numba import cuda
+
+    rows = sweep_rows(n)
+    x = cuda.to_device((rng.standard_normal((rows, n)) * 2 + 1).astype(dtype))
+    gamma = cuda.to_device((1 + 0.1 * rng.standard_normal(n)).astype(np.float32))
+    beta = cuda.to_device((0.1 * rng.standard_normal(n)).astype(np.float32))
+    y = cuda.device_array((rows, n), dtype)
+    return x, gamma, beta, y, cuda.device_array(rows, np.float32), cuda.device_array(rows, np.float32)
