@@ -159,3 +159,17 @@ def test_a_gpu_command_without_a_gpu_says_so_in_one_line(capsys):
     assert stop.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("python -m kernel_lab.bench_ozaki: cannot run here: it needs a real GPU") and "\n" not in err
+
+
+@pytest.mark.skipif(not kl.on_simulator(), reason="the gate speaks where the GPU is missing")
+def test_module06_ratios_without_a_gpu_says_so_in_one_line():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, str(root / "scripts" / "module06_ratios.py")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().startswith("scripts/module06_ratios.py: cannot run here: it needs a real GPU")
+    assert len(done.stderr.strip().splitlines()) == 1

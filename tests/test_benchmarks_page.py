@@ -75,6 +75,9 @@ def test_the_kernel_lab_command_dispatches_its_subcommands(capsys):
     with pytest.raises(SystemExit):
         cli.main(["colab-install", "--help"])
     assert capsys.readouterr().out.startswith("usage: kernel-lab colab-install")
+    with pytest.raises(SystemExit):
+        cli.main(["warm", "--help"])
+    assert capsys.readouterr().out.startswith("usage: kernel-lab warm")  # not python -m kernel_lab...
 
 
 def test_the_learners_best_line_heads_the_page(tmp_path):

@@ -61,12 +61,14 @@ def _tree(tmp_path):
     return tmp_path
 
 
-def test_generate_writes_course_then_reports_in_sync(tmp_path):
+def test_generate_writes_course_then_reports_in_sync(tmp_path, capsys):
     root = _tree(tmp_path)
     assert exercises.out_of_date(root) == ["course/00-x/demo.ipynb is missing: run python -m kernel_lab.exercises"]
     exercises.generate(root, log=lambda m: None)
     assert exercises.out_of_date(root) == []
+    capsys.readouterr()
     assert exercises.main(["--root", str(root), "--check"]) == 0
+    assert capsys.readouterr().out.startswith("course/ is in step with solutions/")  # says so, not silence
 
 
 def test_changed_solution_makes_course_out_of_date(tmp_path):
