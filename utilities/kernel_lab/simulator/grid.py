@@ -64,45 +64,28 @@ HOLD_SEED_OFFSET = 0x51_0B  # the slow-block generator's seed is the schedule's 
 # without ever reaching a scheduling point (a spin on plain loads) or waits on something only another
 # block can give. A wall-clock timeout cannot tell that from a holder that is merely slow because the
 # machine is busy (a loaded CI runner): the schedule then depended on load, and a look-back check
-# flaked. So the holder's *CPU time* is what counts: its threads must burn TAKEOVER_CPU_S seconds of
-# CPU without a scheduling point. A holder that uses no CPU at all (it waits) is taken over after
-# TAKEOVER_WALL_S seconds; where a thread's CPU clock cannot be read, after that too.
+# flaked. So CPU time is what counts: while one block holds the turn every other block waits (no
+# CPU), so the process's CPU time is the holder's, and it must burn TAKEOVER_CPU_S seconds of it
+# without a scheduling point. A holder that uses no CPU at all (it waits) is taken over after
+# TAKEOVER_WALL_S seconds. (Reading each of the holder's threads' own clocks would be more precise,
+# but a thread may end between the check and the read, and asking for a finished thread's clock
+# crashed the process.)
 TAKEOVER_CPU_S = 2.0
 TAKEOVER_WALL_S = 60.0
 
 
-def _cpu_seconds(runner) -> float | None:
-    """The CPU time the threads of a block (``runner``) have used so far, or None where the OS does
-    not say (each thread's clock is read through ``time.pthread_getcpuclockid``: Linux and most Unix)."""
-    clock_of = getattr(time, "pthread_getcpuclockid", None)
-    if clock_of is None or runner is None:
-        return None
-    total = 0.0
-    for thread in getattr(runner, "threads", ()):
-        if thread.ident is None or not thread.is_alive():
-            continue
-        try:
-            total += time.clock_gettime(clock_of(thread.ident))
-        except (OSError, ValueError):  # the thread ended between the test and the read
-            continue
-    return total
-
-
 class _Watch:
-    """How long the current holder has held the turn, in its CPU time and on the wall clock."""
+    """How long the current holder has held the turn, in CPU time and on the wall clock."""
 
     def __init__(self, holder):
-        self.holder, self.cpu, self.wall = holder, _cpu_seconds(holder), time.monotonic()
+        self.holder, self.cpu, self.wall = holder, time.process_time(), time.monotonic()
 
     def stuck(self, holder) -> bool:
         """Has ``holder`` (still the holder) run or waited long enough to be taken over?"""
         if holder is not self.holder:
             return False
-        waited = time.monotonic() - self.wall
-        if self.cpu is None:
-            return waited > TAKEOVER_WALL_S
-        now = _cpu_seconds(holder)
-        return (now is not None and now - self.cpu > TAKEOVER_CPU_S) or waited > TAKEOVER_WALL_S
+        return (time.process_time() - self.cpu > TAKEOVER_CPU_S
+                or time.monotonic() - self.wall > TAKEOVER_WALL_S)
 
 
 class GridStall(KernelLabSimulatorError):
