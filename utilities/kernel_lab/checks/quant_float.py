@@ -679,7 +679,7 @@ def check_codes_from_bits(launch, *, name="codes from the bits", seed=None, ever
         failure = codes_failure(x, got, want, f, name, seed, magnitude)
         if failure:
             raise CheckFailed(failure)
-    progress.passed(name)
     what = "every float16" if every else "600 float16 samples"
+    progress.passed(name)
     print(f"{name}: E2M1 and E4M3 codes of {x.size} inputs bit-exact (every tie and its neighbours, {what}, "
           "subnormals, +-0, +-inf, NaN)")

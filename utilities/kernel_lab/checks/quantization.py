@@ -126,9 +126,10 @@ def _did_not_finish(name, exc):
 
 
 def _still_running(name):
-    print(f"{name}: your kernel has been running for {GPU_WATCHDOG_S:g} s and has not finished.\nHint: "
-          + NEVER_ENDS_HINT + " A kernel on the GPU cannot be stopped from Python: restart the notebook's "
-          "kernel (Kernel > Restart), mend the loop and run the cells again.", file=sys.stderr, flush=True)
+    warning = (f"{name}: your kernel has been running for {GPU_WATCHDOG_S:g} s and has not finished.\nHint: "
+               + NEVER_ENDS_HINT + " A kernel on the GPU cannot be stopped from Python: restart the notebook's "
+               "kernel (Kernel > Restart), mend the loop and run the cells again.")
+    print(warning, file=sys.stderr, flush=True)  # a warning, not a check's success line
 
 
 def _run(name, launch, *args):
