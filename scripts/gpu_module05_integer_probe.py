@@ -38,6 +38,7 @@ def section(title):
 def run_checks(sim: bool, results: dict):
     from kernel_lab.checks import quantization as checks
     from kernel_lab.quant import kernels as K
+    from kernel_lab.quant import int4 as I4
 
     small = dict(shapes=[("1 x 5 x 5", (1, 5, 5)), ("3 x 6 x 137", (3, 6, 137))]) if sim else {}
 
@@ -49,11 +50,11 @@ def run_checks(sim: bool, results: dict):
     checks.check_int8_quantize(K.launch_int8_quantize_x4, name="int8 quantize x4")  # any size: a scalar tail
     checks.check_int8_dequantize(K.launch_int8_dequantize_x4, name="int8 dequantize x4")
     checks.check_affine_rows(K.launch_affine_quantize_rows)
-    checks.check_int4_quantize(K.launch_int4_quantize)
-    checks.check_int4_dequantize(K.launch_int4_dequantize)
-    checks.check_int4_quantize(lambda p, s, x: K.launch_int4_quantize_rows(p, s, x, form="x8"),
+    checks.check_int4_quantize(I4.launch_int4_quantize)
+    checks.check_int4_dequantize(I4.launch_int4_dequantize)
+    checks.check_int4_quantize(lambda p, s, x: I4.launch_int4_quantize_rows(p, s, x, form="x8"),
                                name="int4 quantize rows x8")
-    checks.check_int4_dequantize(K.launch_int4_dequantize_tile4, name="int4 dequantize tile4")
+    checks.check_int4_dequantize(I4.launch_int4_dequantize_tile4, name="int4 dequantize tile4")
     checks.check_ternary_quantize(K.launch_ternary_quantize)
     checks.check_abs_sum(K.launch_abs_sum_x4, name="abs sum x4")
     checks.check_ternary_quantize(K.launch_ternary_quantize_fast, name="ternary quantize x16", whole_words=True)
@@ -99,6 +100,8 @@ def memory_bound(sim: bool, results: dict):
     from numba import cuda
 
     from kernel_lab.quant import kernels as K
+
+    from kernel_lab.quant import int4 as I4
     from kernel_lab.quant.integer import INT4_GROUP
 
     cp = None if sim else _cupy()
@@ -116,7 +119,7 @@ def memory_bound(sim: bool, results: dict):
     qa, sa, za = cuda.device_array((rows, cols), np.uint8), cuda.device_array(rows, np.float32), cuda.device_array(rows, np.int32)
     pk = cuda.device_array((rows, cols // 2), np.uint8)
     gs = cuda.device_array((rows, -(-cols // INT4_GROUP)), np.float32)
-    K.launch_int4_quantize(pk, gs, x2)
+    I4.launch_int4_quantize(pk, gs, x2)
     out2 = cuda.device_array((rows, cols), np.float32)
     tp, ts = cuda.device_array((rows, -(-cols // 4)), np.uint8), cuda.device_array(1, np.float32)
     int4_bytes = 4 * n + n // 2 + 4 * gs.size
@@ -128,18 +131,18 @@ def memory_bound(sim: bool, results: dict):
         ("int8 dequantize x4 (tile of 4 words)", lambda: K.launch_int8_dequantize_x4(out, q, scale), 5 * n),
         ("uint8 affine per channel", lambda: K.launch_affine_quantize_rows(qa, sa, za, x2, lo, hi), 5 * n),
         ("int8 per token (rows)", lambda: K.launch_int8_rows(q2, rs, x2), 5 * n),
-        ("int4 quantize, groups of 128", lambda: K.launch_int4_quantize(pk, gs, x2), int4_bytes),
-        ("int4 dequantize", lambda: K.launch_int4_dequantize(out2, pk, gs), int4_bytes),
+        ("int4 quantize, groups of 128", lambda: I4.launch_int4_quantize(pk, gs, x2), int4_bytes),
+        ("int4 dequantize", lambda: I4.launch_int4_dequantize(out2, pk, gs), int4_bytes),
         ("ternary absmean + pack (2 passes)", lambda: K.launch_ternary_quantize(tp, ts, x2), 8 * n + n // 4),
         # the package's fast forms (same bits as the kernels above)
         ("uint8 affine per channel, x4 tile (package)", lambda: K.launch_affine_quantize_rows_x4(qa, sa, za, x2, lo, hi),
          5 * n),
         ("int8 per token, team per row (package)", lambda: K.launch_int8_rows_fast(q2, rs, x2), 5 * n),
         ("int4 quantize, 2-D grid, uint64 (package)",
-         lambda: K.launch_int4_quantize_rows(pk, gs, x2, unsigned=True), int4_bytes),
+         lambda: I4.launch_int4_quantize_rows(pk, gs, x2, unsigned=True), int4_bytes),
         ("int4 quantize, a group on 16 lanes (package)",
-         lambda: K.launch_int4_quantize_rows(pk, gs, x2, form="x8"), int4_bytes),
-        ("int4 dequantize, tile4 (package)", lambda: K.launch_int4_dequantize_tile4(out2, pk, gs), int4_bytes),
+         lambda: I4.launch_int4_quantize_rows(pk, gs, x2, form="x8"), int4_bytes),
+        ("int4 dequantize, tile4 (package)", lambda: I4.launch_int4_dequantize_tile4(out2, pk, gs), int4_bytes),
         ("ternary absmean + pack, x16 (package, 2 passes)", lambda: K.launch_ternary_quantize_fast(tp, ts, x2),
          8 * n + n // 4),
     ]

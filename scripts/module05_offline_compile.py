@@ -29,6 +29,7 @@ def _compile_all(cc=(9, 0)):
 
     numba_dispatcher.get_current_device = lambda: offline._PretendDevice(cc)
     from kernel_lab.quant import kernels as K
+    from kernel_lab.quant import int4 as I4
     from kernel_lab.quant import w4a8_mma
 
     arr = {name: types.Array(getattr(types, name.split("_")[0]), int(name[-1]), "C")
@@ -45,12 +46,12 @@ def _compile_all(cc=(9, 0)):
         "int8_quantize_x4_fadd": (K.int8_quantize_x4_fadd, (f32v, f32v, i8v, i32v, f32v)),
         "int8_dequantize_x4": (K.int8_dequantize_x4, (i8v, i32v, f32v, f32v)),
         "affine_quantize_rows": (K.affine_quantize_rows, (f32m, f32v, f32v, u8m, f32v, i32v)),
-        "int4_quantize_groups": (K.int4_quantize_groups, (f32m, u8m, f32m)),
-        "int4_dequantize": (K.int4_dequantize, (u8m, f32m, f32m)),
-        "int4_quantize_rows_x4": (K.int4_quantize_rows_x4, (f32m, u8m, u16m, f32m)),
-        "int4_quantize_rows_u64": (K.int4_quantize_rows_u64, (f32m, u8m, u16m, f32m)),
-        "int4_quantize_rows_x8": (K.int4_quantize_rows_x8, (f32m, u8m, u16m, f32m)),
-        "int4_dequantize_tile4": (K.int4_dequantize_tile4, (u8m, u16m, f32m, f32m)),
+        "int4_quantize_groups": (I4.int4_quantize_groups, (f32m, u8m, f32m)),
+        "int4_dequantize": (I4.int4_dequantize, (u8m, f32m, f32m)),
+        "int4_quantize_rows_x4": (I4.int4_quantize_rows_x4, (f32m, u8m, u16m, f32m)),
+        "int4_quantize_rows_u64": (I4.int4_quantize_rows_u64, (f32m, u8m, u16m, f32m)),
+        "int4_quantize_rows_x8": (I4.int4_quantize_rows_x8, (f32m, u8m, u16m, f32m)),
+        "int4_dequantize_tile4": (I4.int4_dequantize_tile4, (u8m, u16m, f32m, f32m)),
         "abs_sum": (K.abs_sum, (f32v, f64v)),
         "ternary_quantize_pack": (K.ternary_quantize_pack, (f32m, f64v, u8m, f32v)),
         "int8_rows_quantize": (K.int8_rows_quantize, (f32m, i8m, f32v)),

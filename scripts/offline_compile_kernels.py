@@ -326,17 +326,19 @@ def drive_05(dev):
 
     from kernel_lab.quant import kernels as K
 
+    from kernel_lab.quant import int4 as I4
+
     rows, cols = 3, 300  # 16-byte-aligned rows: the vector paths are compiled too (one kernel serves both)
     xq, pk = dev((rows, cols), np.float32), dev((rows, cols // 2), np.uint8)
     sc, fo = dev((rows, -(-cols // 128)), np.float32), dev((rows, cols), np.float32)
-    yield "int4 quantize (flat grid)", lambda: K.launch_int4_quantize(pk, sc, xq)
-    yield "int4 quantize rows (2-D grid)", lambda: K.launch_int4_quantize_rows(pk, sc, xq)
-    yield "int4 quantize rows (2-D grid, unsigned)", lambda: K.launch_int4_quantize_rows(pk, sc, xq, unsigned=True)
-    yield "int4 quantize rows x8 (a group on 16 lanes)", lambda: K.launch_int4_quantize_rows(pk, sc, xq, form="x8")
+    yield "int4 quantize (flat grid)", lambda: I4.launch_int4_quantize(pk, sc, xq)
+    yield "int4 quantize rows (2-D grid)", lambda: I4.launch_int4_quantize_rows(pk, sc, xq)
+    yield "int4 quantize rows (2-D grid, unsigned)", lambda: I4.launch_int4_quantize_rows(pk, sc, xq, unsigned=True)
+    yield "int4 quantize rows x8 (a group on 16 lanes)", lambda: I4.launch_int4_quantize_rows(pk, sc, xq, form="x8")
     po, so = dev((rows, 151), np.uint8), dev((rows, 3), np.float32)  # a width that is not 16-byte aligned
     fo2 = dev((rows, 301), np.float32)
-    yield "int4 dequantize (one thread per byte)", lambda: K.launch_int4_dequantize(fo2, po, so)
-    yield "int4 dequantize tile4", lambda: K.launch_int4_dequantize_tile4(fo, pk, sc)
+    yield "int4 dequantize (one thread per byte)", lambda: I4.launch_int4_dequantize(fo2, po, so)
+    yield "int4 dequantize tile4", lambda: I4.launch_int4_dequantize_tile4(fo, pk, sc)
     mm, nn, kw = 136, 260, 72  # K = 288 int8 values, 72 words
     a32, b32k, c32 = dev((mm, kw), np.int32), dev((kw, nn), np.int32), dev((mm, nn), np.int32)
     for cfg in K.dp4a_warptile_configs():

@@ -57,7 +57,7 @@ The winners are now the package's kernels and this probe runs those, not copies:
 ``tile4 fadd`` are ``K.int8_quantize_x4`` and ``K.int8_quantize_x4_fadd``, dq8 ``tile4`` is
 ``K.int8_dequantize_x4``, amax's ``absmax x4`` is ``kernel_lab.scans.absmax_x4`` (launched by
 ``absmax_vectorized``), q4 ``2d g1 int`` is ``int4_quantize_rows_x4`` and dq4 ``h4 tile4`` is
-``K.int4_dequantize_tile4``; the other rows are the experiments that lost or are still open.
+``I4.int4_dequantize_tile4``; the other rows are the experiments that lost or are still open.
 """
 
 from __future__ import annotations
@@ -76,6 +76,8 @@ import kernel_lab as kl  # noqa: E402
 from numba import cuda, float32, int8, int32, uint8, uint16, uint64  # noqa: E402  (after kernel_lab)
 
 from kernel_lab.quant import kernels as K  # noqa: E402
+
+from kernel_lab.quant import int4 as I4  # noqa: E402
 from kernel_lab.quant.integer import INT4_GROUP  # noqa: E402
 from kernel_lab.scans import (THREADS, absmax_grid_stride, absmax_persistent, absmax_vectorized,  # noqa: E402
                               absmax_x4, persistent_blocks)
@@ -449,7 +451,7 @@ def make_q4(groups_per_warp: int, wide: bool, fadd: bool = False):
     def launch(packed, scales, x):
         groups = -(-x.shape[1] // INT4_GROUP)
         warps = -(-x.shape[0] * groups // G)
-        q4[blocks(warps, 4), 128](x, packed, K.packed16_of(packed, x.shape[1]), scales)
+        q4[blocks(warps, 4), 128](x, packed, I4.packed16_of(packed, x.shape[1]), scales)
 
     launch.kernel = q4
     return launch
@@ -488,10 +490,10 @@ def q4_pers_prefetch(x, packed, packed16, scales):
 def q4_pers_prefetch_launch(packed, scales, x):
     warps = x.shape[0] * -(-x.shape[1] // INT4_GROUP)
     q4_pers_prefetch[resident_blocks(q4_pers_prefetch, 32 * warps), THREADS](
-        x, packed, K.packed16_of(packed, x.shape[1]), scales)
+        x, packed, I4.packed16_of(packed, x.shape[1]), scales)
 
 
-q4_base_launch = K.launch_int4_quantize
+q4_base_launch = I4.launch_int4_quantize
 q4_g1_bytes = make_q4(1, False)
 q4_g1_u16 = make_q4(1, True)
 q4_g4_u16 = make_q4(4, True)
@@ -619,7 +621,7 @@ def make_q4_2d(groups_per_warp: int, rcp: bool):
 
     def launch(packed, scales, x):
         groups = -(-x.shape[1] // INT4_GROUP)
-        q4[(-(-groups // (Q4_WPB * G)), x.shape[0]), 32 * Q4_WPB](x, packed, K.packed16_of(packed, x.shape[1]),
+        q4[(-(-groups // (Q4_WPB * G)), x.shape[0]), 32 * Q4_WPB](x, packed, I4.packed16_of(packed, x.shape[1]),
                                                                    scales)
 
     launch.kernel = q4
@@ -690,7 +692,7 @@ def make_q4_sub(lanes_per_group: int):
 
     def launch(packed, scales, x):
         groups = -(-x.shape[1] // INT4_GROUP)
-        q4[(-(-groups // (Q4_WPB * CH)), x.shape[0]), 32 * Q4_WPB](x, packed, K.packed16_of(packed, x.shape[1]),
+        q4[(-(-groups // (Q4_WPB * CH)), x.shape[0]), 32 * Q4_WPB](x, packed, I4.packed16_of(packed, x.shape[1]),
                                                                     scales)
 
     launch.kernel = q4
@@ -715,7 +717,7 @@ def dq4_h4(packed, packed16, scales, out):
     """Grid (ceil(cols / 4 / blockDim), rows): a thread per four values of a row."""
     j = cuda.grid(1)
     r = cuda.blockIdx.y
-    K.dequantize_quad(packed, packed16, scales, out, r, j, out.shape[1] % 4 == 0)
+    I4.dequantize_quad(packed, packed16, scales, out, r, j, out.shape[1] % 4 == 0)
 
 
 @cuda.jit
@@ -731,22 +733,22 @@ def dq4_w8(packed, packed32, scales, out):
     if cols % 8 == 0:
         p = packed32[r, j]
         s = scales[r, c // INT4_GROUP]
-        store4(out, (r, c), K.nibble_value(p, 0) * s, K.nibble_value(p, 1) * s, K.nibble_value(p, 2) * s,
-               K.nibble_value(p, 3) * s)
-        store4(out, (r, c + 4), K.nibble_value(p, 4) * s, K.nibble_value(p, 5) * s, K.nibble_value(p, 6) * s,
-               K.nibble_value(p, 7) * s)
+        store4(out, (r, c), I4.nibble_value(p, 0) * s, I4.nibble_value(p, 1) * s, I4.nibble_value(p, 2) * s,
+               I4.nibble_value(p, 3) * s)
+        store4(out, (r, c + 4), I4.nibble_value(p, 4) * s, I4.nibble_value(p, 5) * s, I4.nibble_value(p, 6) * s,
+               I4.nibble_value(p, 7) * s)
     else:
-        K.dequantize_quad(packed, packed32, scales, out, r, 2 * j, False)
-        K.dequantize_quad(packed, packed32, scales, out, r, 2 * j + 1, False)
+        I4.dequantize_quad(packed, packed32, scales, out, r, 2 * j, False)
+        I4.dequantize_quad(packed, packed32, scales, out, r, 2 * j + 1, False)
 
 
 def dq4_base_launch(out, packed, scales):
-    K.launch_int4_dequantize(out, packed, scales)
+    I4.launch_int4_dequantize(out, packed, scales)
 
 
 def dq4_h4_launch(out, packed, scales):
     rows, cols = out.shape
-    dq4_h4[(blocks(-(-cols // 4), THREADS), rows), THREADS](packed, K.packed16_of(packed, cols), scales, out)
+    dq4_h4[(blocks(-(-cols // 4), THREADS), rows), THREADS](packed, I4.packed16_of(packed, cols), scales, out)
 
 
 def dq4_w8_launch(out, packed, scales):
@@ -798,26 +800,26 @@ def variants():
                 ("pers u4: persistent, 4 words", dq8_pers_u4_launch, "", (dq8_pers_u4,)),
                 ("x16: 16-B load, 4 x 16-B stores", dq8_x16_launch, "", (dq8_x16,))],
         "amax": amax_q,
-        "q4": [("base: warp/group, scalar loads", q4_base_launch, "notebook 05.2", (K.int4_quantize_groups,)),
+        "q4": [("base: warp/group, scalar loads", q4_base_launch, "notebook 05.2", (I4.int4_quantize_groups,)),
                ("g1 bytes: warp/group, 16-B load", q4_g1_bytes, "", (q4_g1_bytes.kernel,)),
                ("g1 u16: 16-B load, 2-B store", q4_g1_u16, "", (q4_g1_u16.kernel,)),
                ("g4 u16: 4 groups/warp, loads first", q4_g4_u16, "", (q4_g4_u16.kernel,)),
                ("g1 u16 fadd: g1 u16, rounding by an FADD", q4_g1_u16_fadd, "", (q4_g1_u16_fadd.kernel,)),
                ("pers prefetch: next group's load early", q4_pers_prefetch_launch, "", (q4_pers_prefetch,)),
                ("2d g1: 2-D grid, uint64 idx, no //", q4_2d_g1, "", (q4_2d_g1.kernel,)),
-               ("2d g1 int: 2-D grid, Numba's ints, FADD", K.launch_int4_quantize_rows, "package, notebook 05.2",
-                (K.int4_quantize_rows_x4,)),
-               ("2d g1 u64: 2-D grid, uint64 idx, FADD", lambda p, s, x: K.launch_int4_quantize_rows(p, s, x, True),
-                "package, notebook 05.2", (K.int4_quantize_rows_u64,)),
+               ("2d g1 int: 2-D grid, Numba's ints, FADD", I4.launch_int4_quantize_rows, "package, notebook 05.2",
+                (I4.int4_quantize_rows_x4,)),
+               ("2d g1 u64: 2-D grid, uint64 idx, FADD", lambda p, s, x: I4.launch_int4_quantize_rows(p, s, x, True),
+                "package, notebook 05.2", (I4.int4_quantize_rows_u64,)),
                ("2d g1 rcp: + v*(1/s), exact fallback", q4_2d_g1_rcp, "", (q4_2d_g1_rcp.kernel,)),
                ("2d g2 rcp: 2 groups/warp, loads first", q4_2d_g2_rcp, "", (q4_2d_g2_rcp.kernel,)),
                ("2d g4 rcp: 4 groups/warp, loads first", q4_2d_g4_rcp, "", (q4_2d_g4_rcp.kernel,)),
                ("sub16 rcp: 16 lanes/group, 8 values/lane", q4_sub16, "", (q4_sub16.kernel,)),
                ("sub8 rcp: 8 lanes/group, 16 values/lane", q4_sub8, "", (q4_sub8.kernel,))],
-        "dq4": [("base: thread/byte, 2-D", dq4_base_launch, "notebook 05.2", (K.int4_dequantize,)),
+        "dq4": [("base: thread/byte, 2-D", dq4_base_launch, "notebook 05.2", (I4.int4_dequantize,)),
                 ("h4: uint16 -> 16-B store", dq4_h4_launch, "", (dq4_h4,)),
-                ("h4 tile4: 4 uint16, then 4 stores", K.launch_int4_dequantize_tile4, "package, notebook 05.2",
-                 (K.int4_dequantize_tile4,)),
+                ("h4 tile4: 4 uint16, then 4 stores", I4.launch_int4_dequantize_tile4, "package, notebook 05.2",
+                 (I4.int4_dequantize_tile4,)),
                 ("w8: uint32 -> 2 x 16-B stores", dq4_w8_launch, "", (dq4_w8,))],
     }
 
@@ -877,7 +879,7 @@ def timings(section, sim, variants_of_section, ok):
         packed = cuda.device_array((rows, -(-cols // 2)), np.uint8)
         scales = cuda.device_array((rows, -(-cols // G)), np.float32)
         y = cuda.device_array((rows, cols), np.float32)
-        K.launch_int4_quantize(packed, scales, x)
+        I4.launch_int4_quantize(packed, scales, x)
         moved = 4 * n + n // 2 + 4 * scales.size
         cases = [(name, (lambda launch=launch: launch(packed, scales, x)) if section == "q4"
                   else (lambda launch=launch: launch(y, packed, scales)), moved, (x,) if section == "q4" else ())

@@ -27,7 +27,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-BEGIN, END, STUB = "### BEGIN SOLUTION", "### END SOLUTION", "##>"
+from .exercises import BEGIN, END, STUB as _STUB  # the markers the generator reads
+
+STUB = _STUB.strip()  # "##>": a stub line, whatever follows the marker
 MIN_CHARS = 12  # shorter lines ("i += 1", "return s") give nothing away that a hint's words do not
 _BARE = {"else:", "try:", "pass", "return", "break", "continue", "finally:"}
 _QUIZ = re.compile(r"""^answer\s*=\s*(['"][^'"]*['"]|[-\d.]+)$""")

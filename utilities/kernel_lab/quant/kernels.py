@@ -4,7 +4,7 @@ The notebooks of module 05 have the learner write these kernels; the package kee
 versions so that ``scripts/gpu_module05_integer_probe.py`` measures exactly what the notebooks
 teach and the tests of ``kernel_lab.checks.quantization`` have right answers to pass. The formats
 (scale, rounding, range, packing order) are defined in :mod:`kernel_lab.quant.integer`. Notebook
-05.2's INT4 kernels live in :mod:`kernel_lab.quant.int4` (this module still answers their old names).
+05.2's INT4 kernels live in :mod:`kernel_lab.quant.int4`.
 
 Launchers take device arrays and allocate nothing they are given; shapes are checked with readable
 messages (:func:`require_shape`).
@@ -24,7 +24,7 @@ from ..vector_loads import load4, store4
 from .dp4a import EVEN_BYTES, ODD_BYTES, byte_perm, dp4a
 from .integer import INT4_GROUP
 
-from numba import cuda, float32, float64, int8, int32, uint8, uint16, uint32, uint64  # noqa: E402  (after kernel_lab)
+from numba import cuda, float32, float64, int8, int32, uint8, uint32, uint64  # noqa: E402  (after kernel_lab)
 
 GROUP_WORDS = INT4_GROUP // 8  # 32-bit words of packed INT4 per group (8 values per word)
 
@@ -337,22 +337,6 @@ def launch_affine_quantize_rows_x4(q, scale, zp, x, lo, hi):
 # --- 05.2 INT4 groups of 128: the kernels live in kernel_lab.quant.int4 (the notebook's names) -----
 
 MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y: taller matrices go in slices of rows
-
-# The names this module used to hold, for the scripts that still ask it (kernel_lab.quant.int4
-# imports this module, so it is looked up on first use: no import cycle).
-_INT4_NAMES = ("int4_quantize_groups", "int4_dequantize", "launch_int4_quantize", "launch_int4_dequantize",
-               "int4_quantize_rows_x4", "int4_quantize_rows_u64", "int4_quantize_rows_x8", "nibble_value",
-               "dequantize_quad", "int4_dequantize_tile4", "packed16_of", "launch_int4_quantize_rows",
-               "launch_int4_dequantize_tile4")
-
-
-def __getattr__(name):
-    if name in _INT4_NAMES:
-        from . import int4
-
-        return getattr(int4, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 # --- 05.5 ternary weights, per-token INT8 activations, a GEMM without multiplications -----------
 
