@@ -407,14 +407,18 @@ _WARPTILE_KERNELS: dict = {}
 _WARPTILE_PARTS: dict = {}
 
 
-def warptile_parts(cfg: GemmTiles):
+def warptile_parts(cfg: GemmTiles, *, compute_k=None):
     """The device functions the warp-tiled kernels are built from, for one configuration:
     ``fetch`` (device memory -> registers), ``stash`` (registers -> a shared stage),
-    ``compute_stage`` (a stage's multiply-adds), ``lane_map(warp, lane)`` (which part of the block
-    tile a lane computes) and ``main_loop`` (single- or double-buffered). A notebook can replace
-    ``lane_map`` and ``main_loop`` with its own (see :func:`warptile_kernel`)."""
-    if cfg in _WARPTILE_PARTS:
-        return _WARPTILE_PARTS[cfg]
+    ``load_k`` (a lane's values of row k of a stage -> registers), ``compute_k`` (one step of k:
+    ``load_k``, then the multiply-adds), ``compute_stage`` (a stage's steps, unrolled by 4),
+    ``lane_map(warp, lane)`` (which part of the block tile a lane computes) and ``main_loop``
+    (single- or double-buffered). A notebook can replace ``lane_map`` and ``main_loop`` with its own
+    (see :func:`warptile_kernel`), and ``compute_k`` here: 02.4 writes the float64 step (two
+    doubles per 16-byte load), 05.6 the DP4A step; every part built on it uses the notebook's."""
+    key = (cfg, compute_k)
+    if key in _WARPTILE_PARTS:
+        return _WARPTILE_PARTS[key]
     bad = cfg.problems()
     if bad:
         raise KernelLabArgumentError(f"tile configuration {cfg.label()} cannot work: " + "; ".join(bad))
@@ -445,7 +449,9 @@ def warptile_parts(cfg: GemmTiles):
                 (b_reg[wj * XTN + j], b_reg[wj * XTN + j + 1], b_reg[wj * XTN + j + 2],
                  b_reg[wj * XTN + j + 3]) = ld4s(b_t, s, k, base)
 
-    if cfg.precision == "dp4a":  # int8 operands four to a word along K: each step is RM x RN DP4As
+    if compute_k is not None:  # the notebook's own step: nothing to build
+        pass
+    elif cfg.precision == "dp4a":  # int8 operands four to a word along K: each step is RM x RN DP4As
         from .quant.dp4a import dp4a
 
         @cuda.jit(device=True, forceinline=True)
@@ -619,10 +625,11 @@ def warptile_parts(cfg: GemmTiles):
                              fast, k0 + XBK, 1)
 
     parts = SimpleNamespace(fetch=fetch, stash=stash, fetch_a=fetch_a, fetch_b=fetch_b, stash_a=stash_a,
-                            stash_b=stash_b, compute_stage=compute_stage, lane_map=lane_map,
+                            stash_b=stash_b, compute_stage=compute_stage, compute_k=compute_k, load_k=load_k,
+                            ld4s=ld4s, lane_map=lane_map,
                             main_loop=main_loop, main_loop_one=main_loop_one, one_tile=one_tile, st4=st4, dtype=DT,
                             ra=RA, rb=RB, rm=RM, rn=RN, stages=STAGES)
-    _WARPTILE_PARTS[cfg] = parts
+    _WARPTILE_PARTS[key] = parts
     return parts
 
 
@@ -632,18 +639,20 @@ def no_epilogue(v, row, col, aux):
     return v
 
 
-def warptile_kernel(cfg: GemmTiles, *, lane_map=None, main_loop=None, epilogue=None):
-    """The warp-tiled kernel for ``cfg`` (compiled on first launch, cached). ``lane_map`` and
-    ``main_loop`` replace the package's device functions of the same name (a notebook's own).
+def warptile_kernel(cfg: GemmTiles, *, lane_map=None, main_loop=None, epilogue=None, compute_k=None):
+    """The warp-tiled kernel for ``cfg`` (compiled on first launch, cached). ``lane_map``,
+    ``main_loop`` and ``compute_k`` replace the package's device functions of the same name (a
+    notebook's own; a ``main_loop`` of the notebook's takes its parts from
+    ``warptile_parts(cfg, compute_k=...)``).
 
     ``epilogue(v, row, col, aux)`` (a device function) maps each result ``v = (A @ B)[row, col]``
     to what is stored, in registers, before the store: module 03 fuses bias, activations and
     ``beta * C`` this way. ``aux`` is the kernel's last argument, passed through untouched (an
     array, a number or a tuple of them: whatever the epilogue reads)."""
-    key = (cfg, lane_map, main_loop, epilogue)
+    key = (cfg, lane_map, main_loop, epilogue, compute_k)
     if key in _WARPTILE_KERNELS:
         return _WARPTILE_KERNELS[key]
-    parts = warptile_parts(cfg)
+    parts = warptile_parts(cfg, compute_k=compute_k)
     LANE_MAP = lane_map or parts.lane_map
     MAIN_LOOP = main_loop or parts.main_loop
     EPI = epilogue or no_epilogue
@@ -699,9 +708,9 @@ def warptile_kernel(cfg: GemmTiles, *, lane_map=None, main_loop=None, epilogue=N
     return sgemm_warptiled
 
 
-def warptile_launcher(cfg: GemmTiles, *, lane_map=None, main_loop=None, epilogue=None):
+def warptile_launcher(cfg: GemmTiles, *, lane_map=None, main_loop=None, epilogue=None, compute_k=None):
     """``launch(c, a, b)``, or ``launch(c, a, b, aux)`` with an ``epilogue`` that reads ``aux``."""
-    kernel = warptile_kernel(cfg, lane_map=lane_map, main_loop=main_loop, epilogue=epilogue)
+    kernel = warptile_kernel(cfg, lane_map=lane_map, main_loop=main_loop, epilogue=epilogue, compute_k=compute_k)
 
     def launch(c, a, b, aux=0):
         m, kk = a.shape
