@@ -31,6 +31,10 @@ instead, with the warp-level instructions of :mod:`kernel_lab.mma_ptx`:
 Input fp16 or bf16 ``[batch, heads, seq, head_dim]`` (C-contiguous), output float32 ``o`` and ``lse``
 (natural log), the same interface and masks as ``tensor_core.TensorCoreAttention``: key ``j`` of
 query ``i`` counts if ``j < kv_lens[b]`` and (not causal or ``j <= i``).
+
+Masks follow :mod:`kernel_lab.attention.reference`: keys ``j < kv_lens[b]`` (checked by every
+launcher, ``lengths``), causal with the top-left alignment of PyTorch's ``is_causal`` (``j <= i``),
+and a query row with no valid key gets ``O = 0`` and ``lse = -inf`` (SDPA gives NaN there).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from ..environment import on_simulator
 from numba import cuda, float32, int32, int64, uint16, uint32  # noqa: E402  (kernel_lab chose GPU or simulator)
 
 from .. import mma_ptx as ptx  # noqa: E402
+from .lengths import kv_lens_on_device  # noqa: E402
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
@@ -434,8 +439,6 @@ class FlashAttention:
                 types.int64, types.Array(types.int32, 1, "C"), types.boolean, f32)
 
     def _args(self, o, lse, q, k, v, kv_lens, causal, scale):
-        from numba import cuda
-
         q, k, v, o, lse = (_on_device(x, name) for x, name in ((q, "q"), (k, "k"), (v, "v"), (o, "o"), (lse, "lse")))
         for name, x in (("q", q), ("k", k), ("v", v)):
             if x.ndim != 4 or x.shape[3] != self.head_dim or np.dtype(x.dtype).itemsize != 2:
@@ -449,14 +452,12 @@ class FlashAttention:
         if np.dtype(o.dtype) != np.float32 or tuple(o.shape) != tuple(q.shape):
             raise ValueError(f"o must be float32 of q's shape {tuple(q.shape)}, got {o.dtype} {tuple(o.shape)}")
         b, h, n, _ = q.shape
-        if kv_lens is None:
-            kv_lens = cuda.to_device(np.full(b, k.shape[2], np.int32))
+        kv_lens = kv_lens_on_device(kv_lens, b, k.shape[2])
         scale = 1.0 / math.sqrt(self.head_dim) if scale is None else scale
         if not scale > 0:
             raise ValueError(f"scale must be positive (the kernel takes the max of the raw scores), got {scale}")
         grid = (-(-n // self.block_m), b * h)
         flat = [x.view(np.uint16).reshape(x.size) for x in (q, k, v)]
-        kv_lens = kv_lens if hasattr(kv_lens, "copy_to_host") else cuda.to_device(np.asarray(kv_lens, np.int32))
         return grid, (o, lse, q.view(np.uint32), *flat, k.shape[2], kv_lens,
                       bool(causal), np.float32(scale * LOG2E))
 

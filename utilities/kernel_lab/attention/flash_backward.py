@@ -18,6 +18,10 @@ dK and dV stay in registers for the whole walk and are written once (dK times ``
 dO tiles, the queries' lse and ``D`` come by ``cp.async``, two stages. Inputs fp16 (or bf16)
 ``[batch, heads, seq, head_dim]``; ``o``, ``lse`` float32 from the forward; gradients float32. The
 launch matches notebook 04.5's: ``(dq, dk, dv, q, k, v, o, lse, d_o, kv_lens, causal, scale)``.
+
+Masks follow :mod:`kernel_lab.attention.reference`: keys ``j < kv_lens[b]`` (checked by every
+launcher, ``lengths``), causal with the top-left alignment of PyTorch's ``is_causal`` (``j <= i``),
+and a query row with no valid key gets ``O = 0`` and ``lse = -inf`` (SDPA gives NaN there).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from numba import cuda, float32, int32, int64, uint16, uint32  # noqa: E402  (ke
 
 from .. import mma_ptx as ptx  # noqa: E402
 from ..bitcast import bits_float  # noqa: E402
+from .lengths import kv_lens_on_device  # noqa: E402
 from .flash import LOG2E, _on_device, require_mma_gpu, tile_helpers  # noqa: E402
 
 BQ, HALF = 64, 32  # queries per step, queries per half step (a block owns 16 keys per warp)
@@ -352,9 +357,7 @@ class FlashBackward:
         from numba import cuda as _cuda
 
         b, h, n, d = q.shape
-        if kv_lens is None:
-            kv_lens = np.full(b, k.shape[2], np.int32)
-        kv_lens = kv_lens if hasattr(kv_lens, "copy_to_host") else _cuda.to_device(np.asarray(kv_lens, np.int32))
+        kv_lens = kv_lens_on_device(kv_lens, b, k.shape[2])
         scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
         if self._delta is None or tuple(self._delta.shape) != (b, h, n):
             self._delta = _cuda.device_array((b, h, n), np.float32)

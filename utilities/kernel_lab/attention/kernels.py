@@ -19,6 +19,10 @@ Layout: ``q, k, v, o`` are float32 ``[batch, heads, seq, head_dim]``; ``lse`` fl
 * ``backward``: dQ, dK, dV recomputing ``P = exp(S - lse)``: a kernel for ``D = rowsum(dO * O)``,
   a kernel with one thread per key row (dK, dV; Q and dO streamed) and one with one thread per
   query row (dQ; K and V streamed). No atomics: each gradient row has one owner.
+
+Masks follow :mod:`kernel_lab.attention.reference`: keys ``j < kv_lens[b]`` (checked by every
+launcher, ``lengths``), causal with the top-left alignment of PyTorch's ``is_causal`` (``j <= i``),
+and a query row with no valid key gets ``O = 0`` and ``lse = -inf`` (SDPA gives NaN there).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import numpy as np
 
 from ..environment import on_simulator
 from ..validate import KernelLabArgumentError
+from .lengths import kv_lens_on_device
 
 from numba import cuda, float32  # noqa: E402  (kernel_lab chose GPU or simulator already)
 
@@ -65,9 +70,8 @@ def _require(q, k, v, kv_lens):
 
 
 def _lens(kv_lens, batch, seq_k):
-    if kv_lens is None:
-        return cuda.to_device(np.full(batch, seq_k, np.int32))
-    return kv_lens
+    """The lengths on the device, each checked to lie in 0 .. seq_k (``lengths``)."""
+    return kv_lens_on_device(kv_lens, batch, seq_k)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -6,7 +6,12 @@ Conventions shared by module 04's kernels, checks and references:
   (``1 / sqrt(head_dim)`` unless said otherwise);
 * ``kv_lens`` (int32 ``[batch]``, or None for "all keys") is the number of valid keys of each
   sequence of the batch (ragged lengths, a key-padding mask): key ``j`` of batch ``b`` takes part
-  only if ``j < kv_lens[b]``; with ``causal``, also only if ``j <= i`` (query ``i``);
+  only if ``j < kv_lens[b]``; with ``causal``, also only if ``j <= i`` (query ``i``). That is the
+  **top-left** alignment of PyTorch's ``is_causal=True`` (``torch.tril`` of an L x S matrix of ones):
+  query ``i`` sees keys ``0 .. i`` whatever the number of keys. FlashAttention 2.1 and later align
+  bottom-right instead when ``seq_q != seq_k`` (the last query sees every key); the two agree when
+  the lengths are equal, which is every case the course times;
+* ``kv_lens[b]`` lies in ``0 .. seq_k``; every launcher refuses anything else (``lengths``);
 * a query row with **no** valid key (a batch entry with ``kv_lens[b] == 0``) has output 0 and
   log-sum-exp ``-inf``. That is a choice (PyTorch's SDPA returns NaN there), made so that padded
   batches never spread NaN into the next layer or into gradients; the checks enforce it;

@@ -21,6 +21,10 @@ before the second product (as in FlashAttention).
 
 Shared memory at head_dim 128, block 64 x 32: Q 16 KiB, K and V 8 KiB each, P 4 KiB, S 8 KiB:
 44 KiB, under the 48 KiB a kernel gets without opting in to more.
+
+Masks follow :mod:`kernel_lab.attention.reference`: keys ``j < kv_lens[b]`` (checked by every
+launcher, ``lengths``), causal with the top-left alignment of PyTorch's ``is_causal`` (``j <= i``),
+and a query row with no valid key gets ``O = 0`` and ``lse = -inf`` (SDPA gives NaN there).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ import functools
 import math
 
 import numpy as np
+
+from .lengths import kv_lens_on_device
 
 NEG_INF = -math.inf
 
@@ -214,8 +220,6 @@ class TensorCoreAttention:
                 types.Array(types.int32, 1, "C"), types.boolean, f32)
 
     def _args(self, o, lse, q, k, v, kv_lens, causal, scale):
-        from numba import cuda
-
         from ..tensor_cores.gemm import as_device
 
         q, k, v, o, lse = (as_device(x) for x in (q, k, v, o, lse))
@@ -226,8 +230,7 @@ class TensorCoreAttention:
         if np.dtype(o.dtype) != np.float32 or tuple(o.shape) != tuple(q.shape):
             raise ValueError(f"o must be float32 of q's shape {tuple(q.shape)}, got {o.dtype} {tuple(o.shape)}")
         b, h, n, _ = q.shape
-        if kv_lens is None:
-            kv_lens = cuda.to_device(np.full(b, k.shape[2], np.int32))
+        kv_lens = kv_lens_on_device(kv_lens, b, k.shape[2])
         scale = 1.0 / math.sqrt(self.head_dim) if scale is None else scale
         grid = (-(-n // self.block_m), b * h)
         return grid, (o, lse, q.view(np.uint16), k.view(np.uint16), v.view(np.uint16), as_device(kv_lens),

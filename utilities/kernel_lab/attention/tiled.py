@@ -48,6 +48,10 @@ with its own (``tiled_launcher(make_core)``, like ``sgemm.warptile_launcher(cfg,
 * ``normaliser(lrow, i)``: ``l`` of the lane's row ``i``, summed over the row group.
 
 :func:`layout` gives the compile-time constants those functions need (:class:`Layout`).
+
+Masks follow :mod:`kernel_lab.attention.reference`: keys ``j < kv_lens[b]`` (checked by every
+launcher, ``lengths``), causal with the top-left alignment of PyTorch's ``is_causal`` (``j <= i``),
+and a query row with no valid key gets ``O = 0`` and ``lse = -inf`` (SDPA gives NaN there).
 """
 
 from __future__ import annotations
