@@ -19,6 +19,14 @@ Run on an H200 (2026-11-29) over the five notebooks rebuilt this session (01.3, 
 planted race. 05.2's timing cell reshapes by whole groups of 128 and refuses the simulator's width of
 300 (2 cells raise at these sizes); its checks all ran.
 
+A second H200 run (same day) took memcheck over 14 more notebooks (00, 01.1, 01.2, 01.4, 01.5, 02.1,
+02.2, 03.1, 03.4, 04.1, 04.2, 04.3, 05.1, 05.3) and racecheck and synccheck over the five whose
+kernels share memory most (02.1, 02.2, 03.1, 04.2, 04.3; 04.2's synccheck ran out of the call's
+time): 0 errors in each. 04.3's one raising cell is its GPU-size configuration check. Not yet swept:
+02.3, 02.4, 03.2, 04.4, 04.5, 05.6 and modules 06-07 (nvmath-python and MathDx must be carried).
+The machine's NumPy must be below 2.5 (numba-cuda 0.30 calls ``np.row_stack`` at every launch):
+carry ``.whl`` and install it first, or every cell fails and the tools report 0 errors of nothing.
+
 Usage, on a GPU machine with compute-sanitizer on the PATH (its CUDA toolkit)::
 
     PYTHONPATH=utilities python3 scripts/gpu_sanitize.py [--tools memcheck,racecheck,synccheck] NB ...
