@@ -128,3 +128,8 @@ def test_setup_says_when_a_package_is_outside_the_tested_releases():
         "if something breaks, see docs/dependencies.md",
         "note: numpy 2.5.0 is outside the releases this course is tested with (2.0 or newer, before 2.5); "
         "if something breaks, see docs/dependencies.md"]
+    # NumPy 2.5 with numba-cuda 0.30: not just untested, known to break every GPU launch
+    assert untested_versions({"numba-cuda": "0.30.4", "numpy": "2.5.2"}) == [
+        "note: numpy 2.5.2 is outside the releases this course is tested with (2.0 or newer, before 2.5); "
+        "numba-cuda 0.30.4 looks up np.row_stack, which NumPy 2.5 removed, so every GPU kernel fails to compile "
+        "(the simulator is not affected): pip install 'numpy<2.5'"]

@@ -283,8 +283,18 @@ def _release(version: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
+# A pair of releases known to break, beyond "untested": (dist, first bad release of it), the release
+# of the other package it breaks with (below which), and what the learner sees and does.
+KNOWN_BREAKS = {
+    ("numpy", (2, 5)): (("numba-cuda", (0, 31)),
+                        "numba-cuda {other} looks up np.row_stack, which NumPy 2.5 removed, so every GPU kernel "
+                        "fails to compile (the simulator is not affected): pip install 'numpy<2.5'"),
+}
+
+
 def untested_versions(versions: dict) -> list[str]:
-    """One sentence per installed package outside the range the course is tested with."""
+    """One sentence per installed package outside the range the course is tested with; a pair known
+    to break says what breaks and the command that fixes it."""
     notes = []
     for dist, (low, high) in TESTED.items():
         found = versions.get(dist)
@@ -294,8 +304,14 @@ def untested_versions(versions: dict) -> list[str]:
         if release and not (low <= release < high):
             lo, hi = ".".join(map(str, low)), ".".join(map(str, high))
             span = f"{lo}.x" if high == (low[0], low[1] + 1) else f"{lo} or newer, before {hi}"
+            advice = "if something breaks, see docs/dependencies.md"
+            for (bad_dist, first_bad), ((other, below), why) in KNOWN_BREAKS.items():
+                other_found = versions.get(other)
+                if (bad_dist == dist and release >= first_bad and other_found
+                        and _release(other_found) < below):
+                    advice = why.format(other=other_found)
             notes.append(f"note: {dist} {found} is outside the releases this course is tested with ({span}); "
-                         "if something breaks, see docs/dependencies.md")
+                         + advice)
     return notes
 
 
