@@ -62,3 +62,13 @@ def test_named_hints_are_quoted_too():
     # Module 04's and 05's checks write "Hint (name): ..." lines: the page quotes them like "Hint:".
     error = RuntimeError("attention: wrong\n  [0]: 1, 2\n  [1]: 3, 4\n  [2]: 5, 6\nHint (mask_after_max): mask first.")
     assert mistakes_page.summary(error) == "RuntimeError: attention: wrong\nHint (mask_after_max): mask first."
+
+
+def test_most_mistakes_get_a_message_that_names_a_likely_cause():
+    # Issue 38: of the mutants the checks catch, at least 60% get a message naming a likely cause (a hint
+    # line), not only "N elements are wrong". The page holds every caught mutant's message.
+    named, total = mistakes_page.cause_rate((ROOT / mistakes_page.PAGE).read_text())
+    print(f"{named} of {total} messages name a likely cause ({100 * named / total:.1f}%)")
+    assert total > 300 and named / total >= 0.60, f"only {named} of {total} messages name a likely cause"
+    assert mistakes_page.names_a_cause("CheckFailed: x\nHint: missing bounds check?")
+    assert not mistakes_page.names_a_cause("CheckFailed: 3 of 4 elements are wrong\nexpected 1, got 2")

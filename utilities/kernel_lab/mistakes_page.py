@@ -55,6 +55,18 @@ def parse(text: str) -> dict[str, str]:
     return {m.group("id"): m.group("message") for m in _ENTRY.finditer(text)}
 
 
+def names_a_cause(quoted: str) -> bool:
+    """Does a quoted message name a likely cause? The checks and the simulator's reports say one in a
+    hint line ("Hint: missing bounds check ...?"); a message without one only says what is wrong."""
+    return any(ln.lstrip().startswith(("Hint:", "Hint (")) for ln in quoted.splitlines())
+
+
+def cause_rate(text: str) -> tuple[int, int]:
+    """(messages that name a likely cause, messages) on the page: issue 38 asks for 60% or more."""
+    quotes = list(parse(text).values())
+    return sum(names_a_cause(q) for q in quotes), len(quotes)
+
+
 def render(entries: list[tuple[str, str, str, str]]) -> str:
     """The page, from (exercise, notebook, mutant id, summary) in catalogue order."""
     out = ["# Common mistakes and what the checker says", "",
