@@ -62,12 +62,12 @@ def run_checks(sim: bool, results: dict):
     checks.check_ternary_gemm(K.launch_ternary_gemm, **small)
     checks.check_ternary_gemm(K.launch_ternary_gemm_dp4a, name="ternary gemm, warp + DP4A", **small)
     checks.check_ternary_gemm(K.launch_ternary_gemm_rows4, name="ternary gemm, four rows per pass", **small)
-    checks.check_int8_gemm(K.launch_dp4a_gemm_naive, name="int8 gemm, naive", **small)
+    checks.check_int8_gemm(K.launch_int8_gemm, name="int8 gemm, naive", **small)
     checks.check_int8_gemm(K.launch_dp4a_gemm, name="int8 gemm, tiled", **small)
-    checks.check_int8_gemm(K.launch_w8a8_gemm, name="w8a8 gemm", epilogue=True, **small)
+    checks.check_int8_gemm(K.dp4a_warptile_launcher(w8a8=True).checked, name="w8a8 gemm", epilogue=True, **small)
     checks.check_w4a8_gemm(K.launch_w4a8_gemm, **small)
     if not sim:
-        for label, kern in [("naive", K.dp4a_gemm_naive), ("tiled", K.launch_dp4a_gemm), ("w4a8", K.w4a8_gemm)]:
+        for label, kern in [("naive", K.int8_gemm_dp4a), ("tiled", K.launch_dp4a_gemm), ("w4a8", K.w4a8_gemm)]:
             count = K.sass_count(kern, "IDP.4A")
             results[f"IDP.4A in {label}"] = count
             print(f"IDP.4A instructions in the SASS of the {label} kernel: {count}", flush=True)
@@ -211,12 +211,13 @@ def gemms(sim: bool, results: dict):
     sa, sb = cuda.to_device(np.full(n, 0.01, np.float32)), cuda.to_device(np.full(n, 0.02, np.float32))
     af, bf = cuda.to_device(A.astype(np.float32)), cuda.to_device(np.ascontiguousarray(B.T).astype(np.float32))
     ops = 2 * n ** 3
-    runs = [("DP4A, one output per thread", lambda: K.launch_dp4a_gemm_naive(c32, a32, b32)),
+    runs = [("DP4A, one output per thread", lambda: K.launch_int8_gemm(c32, a32, b32)),
             ("DP4A, tiled", lambda: K.launch_dp4a_gemm(c32, a32, b32)),
-            ("W8A8 tiled (dequantizing epilogue)", lambda: K.launch_w8a8_gemm(cf, a32, b32, sa, sb)),
             ("module 02's double-buffered SGEMM", lambda: sgemm.launch_double_buffered(cf, af, bf))]
     warp_dp4a = K.dp4a_warptile_launcher()  # module 02's warp-tiled kernel with a DP4A per FFMA (05.6)
+    w8a8 = K.dp4a_warptile_launcher(w8a8=True)  # the same with the dequantizing epilogue
     b32k = K.k_major_words(b32)
+    runs.insert(2, ("W8A8 warp-tiled (dequantizing epilogue)", lambda: w8a8(cf, a32, b32k, sa, sb)))
     runs.insert(2, ("DP4A, warp-tiled (module 02's, package)", lambda: warp_dp4a(c32, a32, b32k)))
     if not sim:  # 02.3's tuner: its fastest tiles at this size, as 05.6 measures
         best_sgemm = sgemm.warptile_launcher(sgemm.autotune(n, n, n).best)
@@ -253,6 +254,7 @@ def gemms(sim: bool, results: dict):
     wsd = cuda.to_device(wsc)
     W8, ws8 = ref.int8_per_row_f32(Wf)
     w8, ws8d = cuda.to_device(K.as_words(W8)), cuda.to_device(ws8)
+    w8k = K.k_major_words(w8)
     tern = cuda.to_device(ref.ternary_pack(ref.ternary_quantize_f32(Wf, ref.ternary_scale_f32(Wf))))
     tsc = cuda.to_device(np.array([ref.ternary_scale_f32(Wf)], np.float32))
     int4_bytes = nn * kk // 2 + 4 * wsc.size
@@ -263,7 +265,7 @@ def gemms(sim: bool, results: dict):
         ax, xsd, aq = cuda.to_device(K.as_words(Xq)), cuda.to_device(xs), cuda.to_device(Xq)
         Y = cuda.device_array((m_rows, nn), np.float32)
         row = [("W4A8", lambda: K.launch_w4a8_gemm(Y, ax, xsd, w32, wsd), int4_bytes),
-               ("W8A8 tiled", lambda: K.launch_w8a8_gemm(Y, ax, w8, xsd, ws8d), nn * kk),
+               ("W8A8 warp-tiled", lambda: w8a8(Y, ax, w8k, xsd, ws8d), nn * kk),
                ("ternary (simple)", lambda: K.launch_ternary_gemm(Y, aq, xsd, tern, tsc), nn * kk // 4)]
         if cp is not None:
             cx, cw = cp.asarray(Xf), cp.asarray(Wf)

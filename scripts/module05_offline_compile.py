@@ -60,9 +60,8 @@ def _compile_all(cc=(9, 0)):
         "ternary_gemm_rows4": (K.ternary_gemm_rows4, (i32m, f32v, u32m, f32v, f32m, i32v)),
         "abs_sum_x4": (K.abs_sum_x4, (f32v, f64v)),
         "ternary_pack_x16": (K.ternary_pack_x16, (f32v, f64v, u32v, f32v)),
-        "dp4a_gemm_naive": (K.dp4a_gemm_naive, (i32m, i32m, i32m)),
-        "dp4a_gemm tiled": (K.launch_dp4a_gemm.kernel, (i32m, i32m, i32m, f32v, f32v)),
-        "w8a8_gemm tiled": (K.launch_w8a8_gemm.kernel, (i32m, i32m, f32m, f32v, f32v)),
+        "int8_gemm_dp4a": (K.int8_gemm_dp4a, (i32m, i32m, i32m)),
+        "dp4a_gemm tiled": (K.launch_dp4a_gemm.kernel, (i32m, i32m, i32m)),
         "w4a8_gemm": (K.w4a8_gemm, (i32m, f32v, i32m, f32m, f32m)),
     }
     w4a8_args = (i32m, f32v, i32m, f32m, f32m)

@@ -76,9 +76,10 @@ def test_right_kernels_pass(capsys):
     checks.check_ternary_gemm(K.launch_ternary_gemm_warp, shapes=GEMM)
     checks.check_ternary_gemm(K.launch_ternary_gemm_dp4a, shapes=GEMM + [("2 x 3 x 64", (2, 3, 64))])
     checks.check_ternary_gemm(K.launch_ternary_gemm_rows4, shapes=GEMM + [("6 x 3 x 64", (6, 3, 64))])
-    checks.check_int8_gemm(K.launch_dp4a_gemm_naive, shapes=GEMM)
+    checks.check_int8_gemm(K.launch_int8_gemm, shapes=GEMM)
     checks.check_int8_gemm(K.launch_dp4a_gemm, shapes=GEMM)
-    checks.check_int8_gemm(K.launch_w8a8_gemm, epilogue=True, shapes=GEMM)
+    checks.check_int8_gemm(K.dp4a_warptile_launcher().checked, shapes=GEMM)
+    checks.check_int8_gemm(K.dp4a_warptile_launcher(w8a8=True).checked, epilogue=True, shapes=GEMM)
     checks.check_w4a8_gemm(K.launch_w4a8_gemm, shapes=GEMM)
     checks.check_w4a8_gemm(K.launch_w4a8_gemm_rows, shapes=GEMM + [("5 x 9 x 256", (5, 9, 256))])
     checks.check_w4a8_gemm(K.launch_w4a8_fast, shapes=GEMM + [("5 x 9 x 256", (5, 9, 256)), ("1 x 9 x 256", (1, 9, 256))])
@@ -91,7 +92,7 @@ def test_right_kernels_pass(capsys):
     checks.check_ternary_quantize(K.launch_ternary_quantize_fast,
                                   shapes=[("5 x 64", (5, 64)), ("3 x 48 (ties)", (3, 48)), ("2 x 4096", (2, 4096))])
     out = capsys.readouterr().out
-    assert out.count("bit-exact") == 22 and out.count("correct for all") == 8, out
+    assert out.count("bit-exact") == 23 and out.count("correct for all") == 8, out
     assert "byte_value: right for all 256 byte values" in out
 
 
@@ -365,7 +366,7 @@ def test_ternary_gemm_mistakes_named():
 # --- GEMMs ---------------------------------------------------------------------------------------
 
 def test_dp4a_gemm_last_word_skipped_named():
-    bad = mutant(K.dp4a_gemm_naive, "for w in range(a32.shape[1]):", "for w in range(a32.shape[1] - 1):")
+    bad = mutant(K.int8_gemm_dp4a, "for w in range(a32.shape[1]):", "for w in range(a32.shape[1] - 1):")
     with pytest.raises(CheckFailed, match="last word of K was skipped"):
         checks.check_int8_gemm(lambda c, a, b: bad[(1, 1), (16, 16)](a, b, c), shapes=GEMM, seed=25)
 

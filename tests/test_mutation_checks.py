@@ -167,6 +167,9 @@ PROGRAMS = {
                                      "=abs_total = cuda.device_array(1, np.float64)", "tq-x16-code"]),
     "int8 GEMM on DP4A": (NB056, ["cell-1:defs", "cell-4"]),
     "W4A8 GEMM": (NB056, ["cell-1:defs", "cell-10"]),
+    "int8 GEMM, tiled": (NB056, ["cell-1:defs", "tiled-code"]),
+    "int8 GEMM, warp-tiled step": (NB056, ["cell-1:defs", "warp-code"]),
+    "W8A8 epilogue": (NB056, ["cell-1:defs", "warp-code:defs", "w8a8-code"]),
     "Ozaki split_rows": (NB071, ["26009a85:defs", "48318c96", "f256450b"]),
     "Ozaki reconstruct": (NB071, ["26009a85:defs", "9de813dd", "1c2d0be2"]),
     "Ozaki row exponents": (NB072, ["3fcbc5bc:defs", "a9edb7e6"]),
@@ -941,6 +944,47 @@ MUTANTS = [
       "x0, x1, x2, x3 = load4(a32, (m, w))\n                        x4, x5, x6, x7 = load4(a32, (m, w + 4))",
       "activation words at the weight word's index"),
     M("W4A8 GEMM", "cell-10", "acc[i] += float32(d) * s\n", "acc[i] += float32(d)\n", "16-byte loop without the group scale"),
+    # exercise 2: 2-D register blocking with DP4A
+    M("int8 GEMM, tiled", "tiled-code", "for k0 in range(0, kw_total, BKW):", "for k0 in range(0, kw_total - BKW + 1, BKW):",
+      "last partial tile of K skipped"),
+    M("int8 GEMM, tiled", "tiled-code",
+      "                a_s[kw, r] = a32[row0 + r, k0 + kw] if row0 + r < m_total and k0 + kw < kw_total else 0\n"
+      "            for e in range(t, BKW * BN, THREADS_T):\n"
+      "                r, kw = e // BKW, e % BKW\n"
+      "                b_s[kw, r] = b32[col0 + r, k0 + kw] if col0 + r < n_total and k0 + kw < kw_total else 0\n",
+      "                if row0 + r < m_total and k0 + kw < kw_total:\n"
+      "                    a_s[kw, r] = a32[row0 + r, k0 + kw]\n"
+      "            for e in range(t, BKW * BN, THREADS_T):\n"
+      "                r, kw = e // BKW, e % BKW\n"
+      "                if col0 + r < n_total and k0 + kw < kw_total:\n"
+      "                    b_s[kw, r] = b32[col0 + r, k0 + kw]\n",
+      "words past K not zeroed (stale tile)"),
+    M("int8 GEMM, tiled", "tiled-code", "b_s[kw, r] = b32[col0 + r, k0 + kw] if", "b_s[kw, r] = b32[k0 + kw, col0 + r] if",
+      "B's words read transposed"),
+    M("int8 GEMM, tiled", "tiled-code", "acc = cuda.local.array((TM, TN), int32)", "acc = cuda.local.array((TM, TN), float32)",
+      "float32 accumulator"),
+    M("int8 GEMM, tiled", "tiled-code", "acc[i, j] = dp4a(a_r[i], b_r[j], acc[i, j])", "acc[i, j] = dp4a(a_r[j], b_r[i], acc[i, j])",
+      "register indices exchanged"),
+    M("int8 GEMM, tiled", "tiled-code", "            cuda.syncthreads()\n        for i in range(TM):", "        for i in range(TM):",
+      "no barrier after a stage"),
+    M("int8 GEMM, tiled", "tiled-code", "b_r[j] = b_s[kw, tx + TX * j]", "b_r[j] = b_s[kw, tx * TN + j]",
+      "thread's columns consecutive, not strided"),
+    # exercise 3: the DP4A step of module 02's warp-tiled kernel
+    M("int8 GEMM, warp-tiled step", "warp-code", "acc[i, j] = dp4a(a_reg[i], b_reg[j], acc[i, j])",
+      "acc[i, j] = dp4a(a_reg[j], b_reg[i], acc[i, j])", "a_reg and b_reg indices exchanged"),
+    M("int8 GEMM, warp-tiled step", "warp-code", "acc[i, j] = dp4a(a_reg[i], b_reg[j], acc[i, j])",
+      "acc[i, j] = dp4a(a_reg[i], b_reg[j], 0)", "accumulator restarted every step"),
+    M("int8 GEMM, warp-tiled step", "warp-code", "        load_k(a_t, b_t, s, k, a_reg, b_reg, wr, wc, tr, tc)\n", "",
+      "no load_k"),
+    M("int8 GEMM, warp-tiled step", "warp-code", "load_k(a_t, b_t, s, k, a_reg", "load_k(a_t, b_t, s, 0, a_reg",
+      "row 0 of the stage every step"),
+    # exercise 4: the W8A8 epilogue
+    M("W8A8 epilogue", "w8a8-code", "return float32(v) * a_scale[row] * b_scale[col]", "return float32(v)",
+      "no dequantization"),
+    M("W8A8 epilogue", "w8a8-code", "return float32(v) * a_scale[row] * b_scale[col]",
+      "return float32(v) * a_scale[col] * b_scale[row]", "scales' indices exchanged"),
+    M("W8A8 epilogue", "w8a8-code", "return float32(v) * a_scale[row] * b_scale[col]",
+      "return float32(v) * a_scale[row] * a_scale[row]", "activation scale twice"),
     # ---- 07.1: the Ozaki scheme in NumPy, slicing by rows and the reconstruction
     M("Ozaki split_rows", "48318c96", "big = np.rint(np.ldexp(", "big = np.trunc(np.ldexp(",
       "truncated instead of rounded"),

@@ -1212,39 +1212,104 @@ def _warp_gemm_hints(got, want, a, t, scale):
     return []
 
 
+def int8_gemm_shapes():
+    """(label, (M, N, K)) for the DP4A GEMMs: first M = N = K/4 (a kernel that reads B's words
+    transposed, or exchanges the two scales of W8A8, stays inside its arrays there, and the check can
+    name the mistake), then 05's GEMM shapes (M = 1, K not a multiple
+    of 4, edges of tiles), whole tiles with K a multiple of every stage (the fast paths of module 02's
+    kernel), and a K past 1024 where one sum exceeds 2^24 (a float32 accumulator loses its last bits)."""
+    sim = on_simulator()
+    return ([("M = N = K/4: 12 x 12 x 48" if sim else "M = N = K/4: 300 x 300 x 1200",
+              (12, 12, 48) if sim else (300, 300, 1200))]
+            + gemm_shapes()
+            + [("whole tiles", (64, 32, 256) if sim else (512, 512, 1024)), ("a sum past 2^24", (2, 3, 1100))])
+
+
+def _int8_gemm_hints(got, a, b, exact):
+    """Named causes of a wrong int32 result (``got``, int64) of ``a @ b.T``; a and b int8, K padded to 4."""
+    m, k = a.shape
+    n = b.shape[0]
+    kp = 4 * -(-k // 4)
+    ap, bp = pad_cols_int8(a), pad_cols_int8(b)
+    kw = kp // 4
+    wrong = got != exact
+    # a sum of words 0..t-1 only: the last word, or the last partial tile of K, skipped
+    part = np.zeros((m, n), np.int64)
+    for t in range(kw):
+        if t and _same(got, part):
+            if t == kw - 1:
+                return ["the last word of K was skipped: loop over all K/4 words (range(a32.shape[1])); in a tiled "
+                        "kernel, step the stages over range(0, K/4, BKW), so that the last, partial one runs too."]
+            return [f"only the first {t} of the {kw} words of K were summed: the last, partial tile of K was "
+                    "skipped. Step the tiles over range(0, K/4, BKW) and stage zeros where a word lies past K."]
+        part += ap[:, 4 * t: 4 * t + 4].astype(np.int64) @ bp[:, 4 * t: 4 * t + 4].astype(np.int64).T
+    # the last tile's words past K not zeroed: they still hold the previous tile's words
+    for bkw in (2, 4, 8, 16, 32):
+        k0 = (kw // bkw) * bkw
+        if kw % bkw and k0 >= bkw:
+            lo, hi = 4 * (kw - bkw), 4 * k0  # the previous tile's words at the stale positions
+            stale = exact + ap[:, lo:hi].astype(np.int64) @ bp[:, lo:hi].astype(np.int64).T
+            if _same(got, stale):
+                return [f"the words past the end of K in the last tile (tiles of {bkw} words) were not zeroed: "
+                        "they still held the previous tile's words. Stage a 0 where k0 + kw >= K/4 (and where "
+                        "a row lies past M or N)."]
+    if _same(got, ref.int8_gemm_exact(a.view(np.uint8), b.view(np.uint8))):
+        return ["the bytes were multiplied as unsigned: DP4A here is signed x signed (__dp4a on int)."]
+    if n == kw:  # B's words (N, K/4) read as (K/4, N): element [w, n] taken for [n, w]
+        words = bp.view(np.int32).reshape(n, kw)
+        b_swapped = np.ascontiguousarray(words.T).view(np.int8).reshape(n, kp)
+        if _same(got, ref.int8_gemm_exact(ap, b_swapped)):
+            return ["B's words were read transposed: b32 is (N, K/4), a row per output column, and the kernel "
+                    "read it as (K/4, N) (b32[w, n] for b32[n, w]); module 02's kernel is the one that takes B "
+                    "K-major, (K/4, N): qk.k_major_words(b32)."]
+    big = np.abs(exact) > 2 ** 24
+    if big.any() and not (wrong & ~big).any() and np.allclose(got[big], exact[big], rtol=1e-6, atol=0):
+        return ["the sums past 2^24 lost their last bits: the accumulator was float32 (24 bits of "
+                "significand). DP4A adds into an int32: keep acc an int32 (cuda.local.array(..., int32))."]
+    values = set(np.unique(exact).tolist())
+    moved = [v for v in got[wrong].tolist() if v != 0]  # zeros: outputs from rows or columns past the edge
+    if len(moved) > 1 and 2 * len(moved) >= wrong.sum() and np.mean([v in values for v in moved]) > 0.9:
+        return ["the right sums landed in the wrong places: a row index and a column index were exchanged "
+                "(in a register-blocked step, a_reg indexed with j or b_reg with i; in one output per thread, "
+                "m and n of the grid swapped)."]
+    return []
+
+
+def pad_cols_int8(x):
+    from ..quant.kernels import pad_cols
+
+    return pad_cols(np.asarray(x, np.int8), 4)
+
+
 def check_int8_gemm(launch, *, name: str = "int8 gemm", epilogue: bool = False, shapes=None, seed=None) -> None:
     """DP4A GEMM on int8 operands read as int32 words, K zero-padded to a multiple of 4:
     ``launch(c, a32, b32)`` with c (M, N) int32 = exact ``a @ b.T`` (bit-exact); or, with
     ``epilogue=True`` (W8A8), ``launch(c, a32, b32, a_scale, b_scale)`` with c float32 =
-    ``a_scale[m] * b_scale[n] * sum``."""
-    from ..quant.kernels import as_words, pad_cols
+    ``a_scale[m] * b_scale[n] * sum``. A wrong result is compared with the classic mistakes
+    (:func:`_int8_gemm_hints`): K's last word or partial tile skipped, stale words past K, B read
+    transposed, unsigned bytes, a float32 accumulator, rows and columns exchanged."""
+    from ..quant.kernels import as_words
 
     require_callable(launch, "launch")
     seed = _seed(seed)
     rng = np.random.default_rng(seed)
-    shapes = shapes or gemm_shapes()
+    shapes = shapes or int8_gemm_shapes()
     for label, (m, n, k) in shapes:
         a = rng.integers(-128, 128, (m, k)).astype(np.int8)
         b = rng.integers(-128, 128, (n, k)).astype(np.int8)
-        a[0, 0], b[0, 0] = -128, -128  # the products' extremes
+        if k > 1024:  # one sum past 2^24, and odd: a float32 accumulator cannot hold it
+            a[0], b[0] = -128, -128
+            a[0, 0], b[0, 0] = -127, -127
+        else:
+            a[0, 0], b[0, 0] = -128, -128  # the products' extremes
         exact = ref.int8_gemm_exact(a, b)
-        a32, b32 = _dev(as_words(pad_cols(a, 4))), _dev(as_words(pad_cols(b, 4)))
-        kp = 4 * -(-k // 4)
-
-        def alternatives():
-            h = []
-            if kp > 4 and _same(got_i, ref.int8_gemm_exact(a[:, : kp - 4], b[:, : kp - 4])):
-                h.append("the last word of K was skipped: loop over all K/4 words (range(a32.shape[1])).")
-            elif _same(got_i, ref.int8_gemm_exact(a.view(np.uint8), b.view(np.uint8)).astype(np.int64)):
-                h.append("the bytes were multiplied as unsigned: DP4A here is signed x signed (__dp4a on int).")
-            return h
-
+        a32, b32 = _dev(as_words(pad_cols_int8(a))), _dev(as_words(pad_cols_int8(b)))
         if not epilogue:
             c = _out((m, n), np.int32, exact.astype(np.int32))
             _run(name, launch, c, a32, b32)
             got_i = c.copy_to_host().astype(np.int64)
             if not np.array_equal(got_i, exact):
-                _fail(name, f"shape {label}", got_i, exact, alternatives(), seed)
+                _fail(name, f"shape {label}", got_i, exact, _int8_gemm_hints(got_i, a, b, exact), seed)
             continue
         sa = rng.uniform(0.001, 0.1, m).astype(np.float32)
         sb = rng.uniform(0.001, 0.1, n).astype(np.float32)
@@ -1260,6 +1325,12 @@ def check_int8_gemm(launch, *, name: str = "int8 gemm", epilogue: bool = False, 
                     return ["the epilogue did not dequantize: multiply the int32 sum by a_scale[m] * b_scale[n]."]
                 if (m > 1 or n > 1) and np.allclose(got, exact * float(sa[0]) * float(sb[0]), rtol=1e-5):
                     return ["one scale for the whole matrix: a_scale is per row m (token), b_scale per column n."]
+                if m == n > 1 and np.allclose(got, exact * np.outer(sb, sa), rtol=1e-5):
+                    return ["the scales were exchanged: a_scale[col] and b_scale[row] where the activation scale "
+                            "belongs to the row (a_scale[row]) and the weight scale to the column (b_scale[col])."]
+                sums = got.astype(np.float64) / np.outer(sa, sb).astype(np.float64)  # the int32 sums, if the
+                if np.all(np.isfinite(sums)) and np.allclose(sums, np.rint(sums), atol=1e-2):  # epilogue is right
+                    return _int8_gemm_hints(np.rint(sums).astype(np.int64), a, b, exact)
             return []
         _float_result(name, f"shape {label}", got, want, mag, seed, hints)
     progress.passed(name)
