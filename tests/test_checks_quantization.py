@@ -693,3 +693,33 @@ def test_the_int4_launchers_refuse_arrays_of_the_wrong_shape():
     with pytest.raises(KernelLabArgumentError, match=r"scales must be float32 of shape \(2, 3\)"):
         I4.launch_int4_dequantize_tile4(cuda.device_array((2, 300), np.float32), cuda.device_array((2, 150), np.uint8),
                                         cuda.device_array((2, 2), np.float32))
+
+
+def test_int8_gemm_hints_name_the_classic_mistakes():
+    # 05.6's DP4A GEMMs: each classic mistake's result, made on the host, gets its named cause.
+    rng = np.random.default_rng(5)
+
+    def case(m, n, k):
+        a = rng.integers(-128, 128, (m, k)).astype(np.int8)
+        b = rng.integers(-128, 128, (n, k)).astype(np.int8)
+        return a, b, a.astype(np.int64) @ b.astype(np.int64).T
+
+    def hint(got, a, b, exact):
+        return " ".join(checks._int8_gemm_hints(np.asarray(got, np.int64), a, b, exact))
+
+    a, b, exact = case(3, 5, 40)  # 10 words: stages of 4 leave a partial stage of 2
+    words = lambda x: x.astype(np.int64)  # noqa: E731
+    head = words(a[:, :32]) @ words(b[:, :32]).T
+    assert "first 8 of the 10 words" in hint(head, a, b, exact)
+    stale = exact + words(a[:, 24:32]) @ words(b[:, 24:32]).T  # words 10, 11 of the last stage of 4: words 6, 7 again
+    assert "were not zeroed" in hint(stale, a, b, exact)
+    a, b, exact = case(4, 12, 48)  # N = K/4: B's words read as (K/4, N) stay inside B
+    b_t = np.ascontiguousarray(b.view(np.int32).T).view(np.int8)
+    assert "read transposed" in hint(words(a) @ words(b_t).T, a, b, exact)
+    assert "landed in the wrong places" in hint(exact[:, ::-1], a, b, exact)
+    a, b, exact = case(2, 3, 1100)
+    a[0], b[0] = -128, -128
+    a[0, 0], b[0, 0] = -127, -127
+    exact = words(a) @ words(b).T
+    assert "float32" in hint(exact.astype(np.float32).astype(np.int64), a, b, exact)
+    assert hint(exact + 1, a, b, exact) == ""  # no cause named where none fits
