@@ -309,8 +309,9 @@ def test_the_package_sgemm_progression_and_dgemm_pass(capsys):
     for label, launch in sgemm.PROGRESSION:
         tiles = (sgemm.TILE,) * 3 if label[0] in "123" else (sgemm.BM, sgemm.BN, sgemm.BK)
         checks.check_gemm(launch, name=label, tiles=tiles, shapes=checks.gemm_shapes(*tiles, large=0)[:3])
-    checks.check_gemm(sgemm.launch_dgemm, name="dgemm", precision="float64", tiles=(64, 32, 8),
-                      shapes=checks.gemm_shapes(64, 32, 8, large=0))
+    d = sgemm.DGEMM_TILES
+    checks.check_gemm(sgemm.launch_dgemm, name="dgemm", precision="float64", tiles=(d.bm, d.bn, d.bk),
+                      shapes=checks.gemm_shapes(d.bm, d.bn, d.bk, large=0))
     assert capsys.readouterr().out.count("correct for all") == len(sgemm.PROGRESSION) + 1
 
 
@@ -427,3 +428,107 @@ def test_float64_arithmetic_is_read_from_the_ptx():
 
     assert checks._computes_in_float64(Kernel("cvt.rn.f32.u32 %f1, %r1;\n\tfma.rn.f64 %fd2, %fd1, %fd3, %fd4;"))
     assert not checks._computes_in_float64(Kernel("fma.rn.f32 %f2, %f1, %f3, %f4;\n\tadd.s64 %rd1, %rd2, 1;"))
+
+
+# --- 02.4: the float64 step of k, and the tile budget -----------------------------------------------
+
+DGEMM_STEP = """
+def make(cfg):
+    WMI, WNI, TM, TN = cfg.wm_iter, cfg.wn_iter, cfg.tm, cfg.tn
+    RM, RN = WMI * TM, WNI * TN
+
+    @cuda.jit(device=True, forceinline=True)
+    def compute_k64(a_t, b_t, s, k, acc, a_reg, b_reg, wr, wc, tr, tc):
+        for wi in range(WMI):
+            for i in range(0, TM, 2):
+                a_reg[wi * TM + i], a_reg[wi * TM + i + 1] = load2(a_t, (s, k, wr + wi * 8 * TM + tr * TM + i))
+        for wj in range(WNI):
+            for j in range(0, TN, 2):
+                b_reg[wj * TN + j], b_reg[wj * TN + j + 1] = load2(b_t, (s, k, wc + wj * 4 * TN + tc * TN + j))
+        for i in range(RM):
+            for j in range(RN):
+                acc[i, j] += a_reg[i] * b_reg[j]
+    return compute_k64
+"""
+
+
+def dgemm_with_step(old="", new=""):
+    """The package's DGEMM (the GPU's tiles: 1 x 2 warp steps a lane) with 02.4's step, edited."""
+    from kernel_lab.vector_loads import load2
+
+    source = DGEMM_STEP.replace(old, new) if old else DGEMM_STEP
+    assert old == "" or source != DGEMM_STEP
+    namespace = {"cuda": cuda, "load2": load2, "float32": float32}
+    exec(source, namespace)  # noqa: S102 - a kernel of the test's own, edited
+    cfg = sgemm.DGEMM_TILES_GPU
+    return sgemm.warptile_launcher(cfg, compute_k=namespace["make"](cfg)), cfg
+
+
+def test_the_package_float64_step_is_the_notebook_one():
+    # the package builds its DGEMM from make_compute_k64; the copy test holds it to 02.4's exercise 2
+    cfg = sgemm.DGEMM_TILES
+    assert sgemm.warptile_parts(cfg).compute_k is sgemm.make_compute_k64(cfg)
+
+
+def test_the_lane_probe_passes_the_right_step_and_says_nothing(capsys):
+    launch, cfg = dgemm_with_step()
+    checks.lane_probe(launch, (cfg.bm, cfg.bn, cfg.bk), name="dgemm")
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("old, new, words", [
+    ("a_reg[wi * TM + i], a_reg[wi * TM + i + 1] = load2", "a_reg[wi * TM + i + 1], a_reg[wi * TM + i] = load2",
+     "each pair of rows of C is swapped"),
+    ("b_reg[wj * TN + j], b_reg[wj * TN + j + 1] = load2", "b_reg[wj * TN + j + 1], b_reg[wj * TN + j] = load2",
+     "each pair of columns of C is swapped"),
+    ("tr * TM + i", "tr * 2 + i", "counted in doubles"),
+    ("wj * 4 * TN", "wj * TN", "the lane reads B's tile at the wrong place"),
+    ("for i in range(0, TM, 2)", "for i in range(0, TM, 4)", "registers of a_reg that the step never loads"),
+    ("        for wi in range(WMI):", "        return\n        for wi in range(WMI):", "not done yet"),
+])
+def test_the_lane_probe_names_each_mistake_of_the_step(old, new, words, monkeypatch):
+    # Registers never loaded hold whatever was there: in the simulator a local array is np.empty, which
+    # may hold another thread's values. NaN makes the test's never-loaded registers the same every run.
+    from numba.cuda.simulator.kernelapi import FakeCUDALocal
+
+    real = FakeCUDALocal.array
+
+    def poisoned(self, shape, dtype, alignment=None):
+        arr = real(self, shape, dtype, alignment)
+        if arr.dtype.kind == "f":
+            arr.fill(np.nan)
+        return arr
+
+    monkeypatch.setattr(FakeCUDALocal, "array", poisoned)
+    launch, cfg = dgemm_with_step(old, new)
+    with pytest.raises(CheckFailed, match=words):
+        checks.lane_probe(launch, (cfg.bm, cfg.bn, cfg.bk), name="dgemm")
+
+
+def test_float32_rounding_in_a_float64_gemm_is_named():
+    launch, cfg = dgemm_with_step("acc[i, j] += a_reg[i] * b_reg[j]", "acc[i, j] += float32(a_reg[i] * b_reg[j])")
+    checks.lane_probe(launch, (cfg.bm, cfg.bn, cfg.bk), name="dgemm")  # exact small integers: the probe passes
+    with pytest.raises(CheckFailed, match="size of float32 rounding"):
+        checks.check_gemm(launch, name="dgemm", precision="float64", tiles=(cfg.bm, cfg.bn, cfg.bk),
+                          shapes=[("aligned", (cfg.bm, cfg.bn, 2 * cfg.bk))], seed=3)
+
+
+def test_the_tile_budget_reference_passes_and_each_mistake_is_named(capsys):
+    checks.check_tile_budget(checks.tile_budget_reference)
+    assert "correct for all 5 configurations" in capsys.readouterr().out
+
+    def budget(words_f64=2, operands=True, steps=True, stages2=2, bytes_f64=8):
+        def fn(cfg):
+            f64 = cfg.precision == "float64"
+            rm, rn = (cfg.tm * cfg.wm_iter, cfg.tn * cfg.wn_iter) if steps else (cfg.tm, cfg.tn)
+            regs = (words_f64 if f64 else 1) * (rm * rn + (rm + rn if operands else 0))
+            smem = (stages2 if cfg.double_buffer else 1) * cfg.bk * (cfg.bm + cfg.bn) * (bytes_f64 if f64 else 4)
+            return regs, smem
+        return fn
+
+    for wrong, words in [(budget(words_f64=1), "two 32-bit registers"),
+                         (budget(operands=False), "operands are missing"),
+                         (budget(steps=False), "not tm x tn"), (budget(stages2=1), "two stages"),
+                         (budget(bytes_f64=4), "a double is 8 bytes"), (lambda cfg: (0, 0), "not done yet")]:
+        with pytest.raises(CheckFailed, match=words):
+            checks.check_tile_budget(wrong)

@@ -460,6 +460,8 @@ def warptile_parts(cfg: GemmTiles, *, compute_k=None):
             for i in range(RM):
                 for j in range(RN):
                     acc[i, j] = dp4a(a_reg[i], b_reg[j], acc[i, j])
+    elif cfg.precision == "float64":  # 02.4's step: two doubles per 16-byte shared load (below)
+        compute_k = make_compute_k64(cfg)
     else:
 
         @cuda.jit(device=True, forceinline=True)
@@ -722,14 +724,50 @@ def warptile_launcher(cfg: GemmTiles, *, lane_map=None, main_loop=None, epilogue
     return launch
 
 
-DGEMM_TILES = (GemmTiles(bm=64, bn=32, bk=8, wm=64, wn=16, tm=4, tn=4, threads=64, precision="float64")
-               if on_simulator() else
-               GemmTiles(bm=64, bn=64, bk=8, wm=32, wn=32, tm=4, tn=4, threads=128, double_buffer=True,
-                         precision="float64"))
+# --- DGEMM (02.4): the same family in float64 ------------------------------------------------------
+
+_COMPUTE_K64: dict = {}
+
+
+def make_compute_k64(cfg: GemmTiles):
+    """02.4's float64 step of k for ``cfg`` (the notebook's exercise 2, the same code): a lane's
+    ``RM`` values of A and ``RN`` of B from row ``k`` of shared stage ``s``, two doubles per 16-byte
+    load (``load2``), then the ``RM x RN`` multiply-adds. One device function per configuration, so
+    that a kernel built twice with it compiles once."""
+    if cfg in _COMPUTE_K64:
+        return _COMPUTE_K64[cfg]
+    WMI, WNI, TM, TN = cfg.wm_iter, cfg.wn_iter, cfg.tm, cfg.tn
+    RM, RN = WMI * TM, WNI * TN
+
+    @cuda.jit(device=True, forceinline=True)
+    def compute_k64(a_t, b_t, s, k, acc, a_reg, b_reg, wr, wc, tr, tc):
+        for wi in range(WMI):  # the lane's rows: 8 lanes down each step of the warp tile, TM each
+            for i in range(0, TM, 2):  # 16 bytes are 2 doubles
+                a_reg[wi * TM + i], a_reg[wi * TM + i + 1] = load2(a_t, (s, k, wr + wi * 8 * TM + tr * TM + i))
+        for wj in range(WNI):  # ... and columns: 4 lanes across each step, TN each
+            for j in range(0, TN, 2):
+                b_reg[wj * TN + j], b_reg[wj * TN + j + 1] = load2(b_t, (s, k, wc + wj * 4 * TN + tc * TN + j))
+        for i in range(RM):
+            for j in range(RN):
+                acc[i, j] += a_reg[i] * b_reg[j]
+
+    _COMPUTE_K64[cfg] = compute_k64
+    return compute_k64
+
+
+# The GPU's tiles, sized for float64's registers in 02.4's exercise 3: 4 x 8 doubles a thread (64
+# registers of accumulators, 24 of operands), 128 threads, 16 KiB of shared memory for two stages.
+# The simulator's: the same thread tile (1 x 2 steps of 4 x 4) in a block of 64 threads.
+DGEMM_TILES_GPU = GemmTiles(bm=64, bn=64, bk=8, wm=32, wn=32, tm=4, tn=4, threads=128, double_buffer=True,
+                            precision="float64")
+DGEMM_TILES_SIM = GemmTiles(bm=32, bn=64, bk=8, wm=32, wn=32, tm=4, tn=4, threads=64, double_buffer=True,
+                            precision="float64")
+DGEMM_TILES = DGEMM_TILES_SIM if on_simulator() else DGEMM_TILES_GPU
 
 
 def launch_dgemm(c, a, b, cfg: GemmTiles | None = None):
-    """C = A @ B in float64 on CUDA cores (FP64 FMA units), with the structure of kernels 7-8."""
+    """C = A @ B in float64 on CUDA cores (FP64 FMA units): kernel 8b's structure with 02.4's
+    float64 step (:func:`make_compute_k64`) and tiles."""
     warptile_launcher(cfg or DGEMM_TILES)(c, a, b)
 
 

@@ -16,7 +16,11 @@ success and raises :class:`kernel_lab.CheckFailed` naming the mistake on failure
   into the flag's half, and halves swapped;
 * :func:`check_gemm` checks ``C = A @ B`` on shapes that are not multiples of any tile, and names
   a tile used before the barrier, a missing second barrier, off-by-one tile edges, a skipped last
-  K tile and wrong register-block indexing;
+  K tile and wrong register-block indexing; in float64 it first runs a probe whose products say
+  which row of A and column of B each element of C was made from (:func:`lane_probe`), and names
+  the two doubles of a 16-byte load swapped or duplicated, a lane's offset into a tile, registers
+  never loaded, and (from the random shapes) values rounded to float32 on the way;
+* :func:`check_tile_budget` checks 02.4's count of a tile configuration's registers and shared memory;
 * :func:`check_fma_chains` checks 02.4's FMA-rate kernel and names fewer chains, a loop off by one,
   and (on a GPU) a float32 kernel computing in float64.
 """
@@ -541,7 +545,7 @@ def _race_headline(text: str) -> str:
     return "threads of a block touch the same shared-memory element with no barrier between them."
 
 
-def _gemm_extra_hint(a, b, tiles):
+def _gemm_extra_hint(a, b, tiles, precision="float32"):
     tile_m, tile_n, tile_k = tiles
 
     def hint(got, expected):
@@ -552,6 +556,14 @@ def _gemm_extra_hint(a, b, tiles):
             g = got.astype(np.float64)
             scale = np.abs(a) @ np.abs(b) + 1e-30
             wrong = ~(np.abs(g - expected) <= 1e-3 * scale) | ~written
+        if precision == "float64" and written.all() and np.isfinite(g).all():
+            # Errors far above float64's rounding but of float32's size: a value passed through float32
+            # (a product or a sum converted, a float32 register), every element a little off.
+            relative = np.abs(g - expected) / scale
+            if 1e-11 < relative.max() < 1e-5 and np.median(relative) > 1e-12:
+                return (f"the errors are of the size of float32 rounding (up to {relative.max():.0e} of |A| @ |B|, "
+                        "where float64 gives about 1e-16): somewhere a value passes through float32. Keep every "
+                        "value of the step a float64: no float32(...) around a product or a sum")
         if not wrong.any():
             return None
         kf = kk - kk % tile_k
@@ -602,6 +614,7 @@ def check_gemm(launch, *, name: str = "gemm", tiles=(32, 32, 32), precision: str
 
     ``tiles`` = (tile_m, tile_n, tile_k) of the kernel, so that shapes straddle its tile edges.
     Tolerance: the float's unit roundoff times sqrt(K), against ``|A| @ |B|`` (see kernel_lab.check).
+    In float64, :func:`lane_probe` runs first, on one block tile.
     """
     require_callable(launch, "launch")
     from numba import cuda
@@ -614,6 +627,11 @@ def check_gemm(launch, *, name: str = "gemm", tiles=(32, 32, 32), precision: str
     shapes = shapes if shapes is not None else gemm_shapes(*tiles)
     seed = secrets.randbits(32) if seed is None else seed
     rng = np.random.default_rng(seed)
+    if dtype == np.float64:
+        try:
+            lane_probe(launch, tiles, name=name)
+        except SharedMemoryRace:
+            pass  # the shapes below report it, with the barrier to add
     done, failed = [], []
     for label, (m, n, kk) in shapes:
         a = rng.uniform(-1, 1, (m, kk)).astype(dtype)
@@ -631,7 +649,7 @@ def check_gemm(launch, *, name: str = "gemm", tiles=(32, 32, 32), precision: str
         try:
             check_kernel(name, launch_cab, reference, inputs, sizes=[(label, (m, n, kk))], out_dtype=dtype,
                          k=kk, seed=seed, extra_hint=_gemm_extra_hint(a.astype(np.float64), b.astype(np.float64),
-                                                                      tiles), quiet=True)
+                                                                      tiles, precision), quiet=True)
         except SharedMemoryRace as race:
             raise CheckFailed(f"{name} (shape {label} = {m} x {n} x {kk}): {_race_headline(str(race))}\n"
                               f"The simulator's report:\n{race}") from None
@@ -648,6 +666,193 @@ def check_gemm(launch, *, name: str = "gemm", tiles=(32, 32, 32), precision: str
         lines.append(f"shapes that fail: {', '.join(f[1] for f in failed)}; shapes that pass: {', '.join(done) or 'none'}")
         raise CheckFailed("\n".join(lines))
     print(f"{name}: correct for all {len(done)} shapes ({', '.join(done)})")
+    progress.passed(name)
+
+
+# ================================================================================================
+# 02.4: where each element of C came from, and the tile budget
+
+PROBE_COLUMN = 4096  # C = (row of A + 1) + PROBE_COLUMN * (column of B + 1): exact in float32 and float64
+
+
+def _probe_inputs(m: int, n: int, kk: int):
+    """A and B whose product numbers its sources: A[r] = (r + 1, 1, 0, ...), B[:, q] = (1, 4096 (q + 1),
+    0, ...), so that C[r, q] = (r + 1) + 4096 (q + 1) where C's row r came from A's row r and its
+    column q from B's column q."""
+    a = np.zeros((m, kk))
+    a[:, 0] = np.arange(1, m + 1)
+    a[:, 1] = 1.0
+    b = np.zeros((kk, n))
+    b[0, :] = 1.0
+    b[1, :] = PROBE_COLUMN * np.arange(1, n + 1)
+    return a, b
+
+
+def _listed(idx, what: str) -> str:
+    idx = [int(i) for i in idx]
+    shown = ", ".join(str(i) for i in idx[:6]) + (", ..." if len(idx) > 6 else "")
+    return f"{what} {shown}"
+
+
+def _source_map_hint(src, axis: str):
+    """Name the pattern of ``src`` (the row of A, or column of B, that each row or column of C came from)."""
+    own = np.arange(src.size)
+    if (src == own).all():
+        return None
+    matrix, regs, offset, i = (("A", "a_reg", "wr + wi * 8 * TM + tr * TM + i", "i") if axis == "row" else
+                               ("B", "b_reg", "wc + wj * 4 * TN + tc * TN + j", "j"))
+    if src.size % 2 == 0 and (src == own ^ 1).all():
+        return (f"each pair of {axis}s of C is swapped ({axis} 0 holds {axis} 1's products and {axis} 1 {axis} "
+                f"0's): the two doubles of a 16-byte load of {matrix} land in swapped registers. load2(arr, (s, k, j))"
+                f" returns the elements at j and j + 1, in that order: {regs}[... + {i}], {regs}[... + {i} + 1]")
+    if (src == (own & ~1)).all():
+        return (f"the two {axis}s of each pair of C hold the same products (of the first {axis} of the pair): both "
+                f"registers of a pair in {regs} get the first double of a 16-byte load of {matrix}; the second goes "
+                f"to {regs}[... + {i} + 1]")
+    bad = np.flatnonzero(src != own)
+    examples = ", ".join(f"{axis} {int(r)} holds {axis} {int(src[r])}'s" for r in bad[:3])
+    return (f"{len(bad)} of {src.size} {axis}s of C hold the products of another {axis} of {matrix} ({examples}): "
+            f"the lane reads {matrix}'s tile at the wrong place. Its values of row k of stage s start at "
+            f"{offset}, counted in doubles (not in 16-byte pairs)")
+
+
+def lane_probe(launch, tiles, *, name: str = "gemm") -> None:
+    """Run ``launch(c, a, b)`` (float64) on one block tile (``tiles[0] x tiles[1]``, K = ``tiles[2]``)
+    with inputs that make each element of C say which row of A and which column of B it was made
+    from (:func:`_probe_inputs`); raise :class:`CheckFailed` naming the pattern if any came from
+    elsewhere: the two doubles of a 16-byte load swapped or both the first, a lane's offset into a
+    tile, registers never loaded. Silent when every element is right (or when C was not written
+    everywhere: the random shapes of :func:`check_gemm` explain that)."""
+    from numba import cuda
+
+    m, n, kk = int(tiles[0]), int(tiles[1]), max(int(tiles[2]), 2)
+    if m >= PROBE_COLUMN:
+        return
+    a, b = _probe_inputs(m, n, kk)
+    c = cuda.to_device(poisoned_host(m * n, np.float64).reshape(m, n))
+    try:
+        launch(c, cuda.to_device(a), cuda.to_device(b))
+    except NotImplementedError as exc:
+        raise _not_done(name, exc) from None
+    got = c.copy_to_host()
+    if is_poison(got).any():
+        return
+    what = f"{name} (probe {m} x {n} x {kk}: A's row r and B's column q carry their numbers)"
+    if (got == 0).all():
+        raise _not_done(name, "every element of C is 0: nothing was added to the accumulators")
+    with np.errstate(invalid="ignore"):
+        whole = np.isfinite(got) & (got == np.round(got))
+        g = np.where(whole, got, -1.0).astype(np.int64)
+    row, col = g % PROBE_COLUMN - 1, g // PROBE_COLUMN - 1
+    valid = whole & (row >= 0) & (row < m) & (col >= 0) & (col < n)
+    # A row of C is consistent when all its elements came from one row of A (and a column likewise); a
+    # register never loaded holds whatever was there, so its row (or column) of C is not.
+    row_ok = valid.all(axis=1) & (row == row[:, :1]).all(axis=1)
+    col_ok = valid.all(axis=0) & (col == col[:1, :]).all(axis=0)
+    if not (row_ok.all() and col_ok.all()):
+        def rest_ok(keep_r, keep_c):  # every element outside the suspect rows (or columns) decodes
+            return bool(keep_r.any() and keep_c.any() and valid[np.ix_(keep_r, keep_c)].all())
+
+        if not row_ok.all() and rest_ok(row_ok, np.ones(n, bool)):
+            raise CheckFailed(
+                f"{what}: {_listed(np.flatnonzero(~row_ok), 'rows')} of C hold values that no row of A gives.\n"
+                "Hint: registers of a_reg that the step never loads. A 16-byte load carries 2 doubles (not 4 floats):"
+                " a lane's TM values of A take TM / 2 load2s, at offsets i = 0, 2, 4, ...")
+        if not col_ok.all() and rest_ok(np.ones(m, bool), col_ok):
+            raise CheckFailed(
+                f"{what}: {_listed(np.flatnonzero(~col_ok), 'columns')} of C hold values that no column of B "
+                "gives.\nHint: registers of b_reg that the step never loads. A 16-byte load carries 2 doubles (not 4 "
+                "floats): a lane's TN values of B take TN / 2 load2s, at offsets j = 0, 2, 4, ...")
+        if not valid.all():
+            first = np.argwhere(~valid)[0]
+            raise CheckFailed(
+                f"{what}: {int((~valid).sum())} of {m * n} elements of C are no product of a row of A and a column "
+                f"of B (the first at {tuple(int(v) for v in first)}: {got[tuple(first)]!r}).\nHint: each step adds "
+                "a_reg[i] * b_reg[j] to acc[i, j] for every i < RM and j < RN, with the values of row k of stage s")
+        raise CheckFailed(
+            f"{what}: the elements of one row of C came from several rows of A (or of one column from several "
+            "columns of B).\nHint: acc[i, j] adds a_reg[i] * b_reg[j]: the same i for the whole row of a lane's "
+            "results, the same j for the whole column")
+    src_row, src_col = row[:, 0], col[0, :]
+    row_hint, col_hint = _source_map_hint(src_row, "row"), _source_map_hint(src_col, "column")
+    if row_hint or col_hint:
+        wrong = " and ".join(w for w, h in (("rows of A", row_hint), ("columns of B", col_hint)) if h)
+        raise CheckFailed(f"{what}: elements of C were made from the wrong {wrong}.\n"
+                          + "\n".join(f"Hint: {h}" for h in (row_hint, col_hint) if h))
+
+
+def tile_budget_reference(cfg) -> tuple[int, int]:
+    """(32-bit registers for a thread's accumulators and one step's operands, bytes of shared memory)
+    of a :class:`kernel_lab.sgemm.GemmTiles`: 02.4's exercise 3."""
+    words = 2 if cfg.precision == "float64" else 1
+    rm, rn = cfg.tm * cfg.wm_iter, cfg.tn * cfg.wn_iter
+    return words * (rm * rn + rm + rn), (2 if cfg.double_buffer else 1) * cfg.bk * (cfg.bm + cfg.bn) * 4 * words
+
+
+def _budget_cases():
+    from ..sgemm import GemmTiles
+
+    return [GemmTiles(128, 128, 8, 64, 32, 4, 4, 256, True, "float64"),  # 02.3's tiles in float64
+            GemmTiles(64, 64, 8, 32, 32, 4, 4, 128, True, "float64"),
+            GemmTiles(64, 128, 16, 32, 64, 4, 8, 128, False, "float64"),  # one stage; a thread 4 x 16
+            GemmTiles(128, 64, 16, 64, 32, 8, 4, 128, True),  # float32
+            GemmTiles(128, 128, 16, 64, 32, 4, 4, 256, False)]  # float32, one stage
+
+
+def _budget_numbers(cfg):
+    """What a configuration's counts are made of."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(words=2 if cfg.precision == "float64" else 1, rm=cfg.tm * cfg.wm_iter,
+                           rn=cfg.tn * cfg.wn_iter, tm=cfg.tm, tn=cfg.tn, stages=2 if cfg.double_buffer else 1,
+                           tiles=cfg.bk * (cfg.bm + cfg.bn), c_tile=cfg.bm * cfg.bn)
+
+
+# (what a classic mistake computes from _budget_numbers, the hint that names it): registers, then shared bytes
+_BUDGET_MISTAKES = (
+    [(lambda v: v.rm * v.rn + v.rm + v.rn, "a float64 takes two 32-bit registers: count each double twice"),
+     (lambda v: v.words * v.rm * v.rn,
+      "the operands are missing: beside its RM x RN accumulators a step holds RM values of A and RN of B"),
+     (lambda v: v.words * (v.tm * v.tn + v.tm + v.tn),
+      "a thread's results are (tm x wm_iter) x (tn x wn_iter), not tm x tn: the lane covers its warp tile in "
+      "wm_iter x wn_iter steps"),
+     (lambda v: 2 * v.words * v.rm * v.rn, "the operands are RM values of A and RN of B (RM + RN), not RM x RN")],
+    [(lambda v: v.tiles * 4 * v.words, "two stages: a double-buffered kernel holds both tiles twice"),
+     (lambda v: v.stages * v.tiles * 4, "a double is 8 bytes"),
+     (lambda v: 2 * v.tiles * 4 * v.words,
+      "one stage holds one tile of A and one of B: two stages only when double_buffer is set"),
+     (lambda v: v.stages * v.c_tile * 4 * v.words, "the tiles are A's bm x bk and B's bk x bn, not C's bm x bn")])
+
+
+def check_tile_budget(budget, *, name: str = "tile budget") -> None:
+    """``budget(cfg)`` returns (registers, shared bytes) as :func:`tile_budget_reference` does, for
+    float32 and float64 configurations, one or two stages. Names (where one mistake explains every
+    configuration): a double counted as one register, the operands left out, a thread's tile taken as
+    tm x tn (one warp step), one stage where there are two, 4 bytes for a double, the tiles' shapes."""
+    require_callable(budget, "tile_budget")
+    cases, answers = _budget_cases(), []
+    for cfg in cases:
+        try:
+            got = budget(cfg)
+        except NotImplementedError as exc:
+            raise _not_done(name, exc) from None
+        if got is None or (isinstance(got, tuple) and not any(got)):
+            raise _not_done(name, "it returns nothing yet")
+        if not (isinstance(got, tuple) and len(got) == 2):
+            raise CheckFailed(f"{name}: return a pair (registers, shared-memory bytes), got {got!r}")
+        answers.append(tuple(int(v) for v in got))
+    for which, what, fallback in [(0, "registers", "registers = (2 for a double, 1 for a float) x (RM x RN "
+                                                   "accumulators + RM + RN operands)"),
+                                  (1, "bytes of shared memory", "bytes = stages x bk x (bm + bn) x bytes per element")]:
+        wrong = [(cfg, got[which], tile_budget_reference(cfg)[which]) for cfg, got in zip(cases, answers)
+                 if got[which] != tile_budget_reference(cfg)[which]]
+        if not wrong:
+            continue
+        why = next((hint for formula, hint in _BUDGET_MISTAKES[which]
+                    if all(formula(_budget_numbers(cfg)) == got[which] for cfg, got in zip(cases, answers))), fallback)
+        cfg, got, want = wrong[0]
+        raise CheckFailed(f"{name} ({cfg.label()}): {got} {what}, expected {want}.\nHint: {why}")
+    print(f"{name}: correct for all {len(cases)} configurations (float32 and float64, one and two stages)")
     progress.passed(name)
 
 
