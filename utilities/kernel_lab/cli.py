@@ -6,6 +6,7 @@
     kernel-lab exercises [...]          write course/ from solutions/ (same as kernel-lab-exercises)
     kernel-lab colab-install [...]      what the first cell of a course notebook runs on Colab
     kernel-lab warm --arch sm_90[,...]  fill the cuBLASDx compile caches on a CPU (docs/compile-time.md)
+    kernel-lab study-time [--write]     each notebook's size and estimated hours; --write: README, docs/syllabi.md
 
 Each subcommand is a module of its own; this file only dispatches, importing the module it needs
 (so ``kernel-lab progress`` does not import Numba).
@@ -50,6 +51,7 @@ COMMANDS = {
     "exercises": _delegate("exercises", "exercises"),
     "colab-install": _delegate("colab", "colab-install"),
     "warm": _delegate("tensor_cores.warm", "warm"),
+    "study-time": _delegate("study_time", "study-time"),
 }
 
 
