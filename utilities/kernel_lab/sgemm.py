@@ -729,6 +729,20 @@ def warptile_launcher(cfg: GemmTiles, *, lane_map=None, main_loop=None, epilogue
 _COMPUTE_K64: dict = {}
 
 
+def step_source(cfg: GemmTiles, compute_k=None) -> str:
+    """The source of one step of k of the warp-tiled kernel for ``cfg``: ``load_k`` (a lane's values
+    from shared memory) and ``compute_k`` (the loads, then the multiply-adds), as 02.3 shows them."""
+    import inspect
+    import textwrap
+
+    parts = warptile_parts(cfg, compute_k=compute_k)
+    texts = []
+    for f in (parts.load_k, parts.compute_k):
+        fn = getattr(f, "py_func", None) or getattr(f, "fn", f)  # a GPU dispatcher, or the simulator's
+        texts.append(textwrap.dedent(inspect.getsource(fn)))
+    return "\n".join(texts)
+
+
 def make_compute_k64(cfg: GemmTiles):
     """02.4's float64 step of k for ``cfg`` (the notebook's exercise 2, the same code): a lane's
     ``RM`` values of A and ``RN`` of B from row ``k`` of shared stage ``s``, two doubles per 16-byte
