@@ -5,6 +5,7 @@ not multiples of any block, float16 inputs, and rows of length 1 and of odd leng
 Runs under the simulator (no GPU needed).
 """
 
+import linecache
 import math
 
 import numpy as np
@@ -70,11 +71,59 @@ def test_bytes_moved_pass_and_names_a_missing_pass(capsys):
 
 
 def test_every_convolution_variant_passes(capsys):
-    checks.check_conv(lambda y, x, w, b: conv.conv_direct_hwc[conv.grid_2d(y)](x, w, b, y), relu=False,
+    checks.check_conv(lambda y, x, w, b: conv.conv3x3_bias[conv.grid_2d(y)](x, w, b, y), relu=False,
                       name="direct")
     for label, launch in conv.VARIANTS.items():
         checks.check_conv(launch, name=label)
-    assert capsys.readouterr().out.count("correct for all 3 shapes") == 1 + len(conv.VARIANTS)
+    checks.check_conv(conv.launch_register_blocked, name="register blocked", block=conv.RB)
+    out = capsys.readouterr().out
+    assert out.count("correct for all 4 shapes (21 channels, odd, tile+1, 1 pixel)") == 1 + len(conv.VARIANTS)
+    assert "register blocked: correct for all 5 shapes (past the register block, 21 channels" in out
+
+
+def _mutated(factory, old, new):
+    """``factory`` (a function of kernel_lab.fusion.conv) with one edit of its source: a mistake."""
+    import inspect
+    import textwrap
+
+    source = textwrap.dedent(inspect.getsource(factory.__wrapped__ if hasattr(factory, "__wrapped__") else factory))
+    source = "\n".join(ln for ln in source.splitlines() if not ln.startswith("@functools.cache"))
+    assert source.count(old) == 1, old
+    namespace = dict(vars(conv))
+    source, filename = source.replace(old, new), f"<mutated {factory.__name__}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # the simulator's reports
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102
+    return namespace[factory.__name__]
+
+
+def _register_blocked(old, new, rb=conv.RB):
+    return conv.register_blocked_launcher(_mutated(conv.make_register_blocked, old, new), rb)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("w_s[(oc * cin + c) * 9 + i * 3 + j]", "w_s[(c * COB + oc) * 9 + i * 3 + j]",
+     r"the wrong channel stride in the group's weights \(w_s\[\(c \* COB \+ oc\)"),
+    ("w_s[(oc * cin + c) * 9 + i * 3 + j]", "w_s[(oc * COB + c) * 9 + i * 3 + j]",
+     r"the wrong channel stride in the group's weights \(w_s\[\(oc \* COB \+ c\)"),
+    ("max(acc[oc, p] + bias[o], float32(0))", "max(acc[oc, p] + bias[g * COB], float32(0))",
+     r"received bias\[\d+\], the bias of its group's first channel"),
+    ("                        if ox0 + p < wd:\n    ", "                        if True:\n    ",
+     r"(?s)y was written outside the array.*the edge pixels of a group"),
+    ("                if o < cout:\n", "                if True:\n",
+     r"(?s)an output channel past C_out.*the last group of output channels"),
+    ("for p in range(PX):\n                        if ox0 + p < wd:", "for p in range(PX):\n                        if ox0 + PX <= wd:",
+     r"the edge pixels of a group: the last 1 column\(s\) of the image were never written"),
+])
+def test_register_blocking_mistakes_named(old, new, message):
+    with pytest.raises(CheckFailed, match=message):
+        checks.check_conv(_register_blocked(old, new), block=conv.RB, seed=5)
+
+
+def test_the_fast_gathers_test_free_branch_for_padded_rows_is_named():
+    make = _mutated(conv.make_gather_fast, "if rows >= NR * RP:", "if rows >= NR:")
+    cfg = conv.igemm_tiles()
+    with pytest.raises(CheckFailed, match=r"(?s)x was read outside the array.*a padded channel was loaded"):
+        checks.check_conv(conv.igemm_launcher(cfg, gather=make(cfg)), name="implicit GEMM", seed=5)
 
 
 T = conv.TILE
@@ -169,7 +218,7 @@ def _gather(sign=1, column_test=True):
 
 def test_implicit_gemm_learner_gather_passes(capsys):
     checks.check_conv(conv.igemm_launcher(IGEMM, gather=_gather()), name="implicit GEMM", seed=5)
-    assert "implicit GEMM: correct for all 3 shapes" in capsys.readouterr().out
+    assert "implicit GEMM: correct for all 4 shapes" in capsys.readouterr().out
 
 
 def test_implicit_gemm_stub_gather_says_not_done():

@@ -212,11 +212,36 @@ def check_bytes_moved(fn, *, name="bytes moved") -> None:
 # 03.2 3x3 convolution + bias + ReLU
 
 
-def _conv_shapes(tile):
-    # (B, C_in, C_out, H, W): a single pixel (all border); odd sizes; a tile and one more
+def conv_deep_shapes():
+    """The shape for a check of the implicit GEMM at the GPU's tiles in the simulator (seconds there):
+    21 input channels, so that a window offset takes two K-tiles of 16 channels (8 in the simulator's
+    tiles: three), the last with 5 real channels and the rest padding (5 is more than the 4 rows a
+    thread loads in the simulator's tiles, 2 channels apart: the fast gather's test-free branch taken
+    at rows >= NR instead of NR * RP reads padded channels)."""
+    return [("21 channels", (1, 21, 5, 3, 7))]
+
+
+def conv_block_shapes(tile):
+    """The shapes for a check of a direct kernel at the GPU's block size in the simulator: a block and
+    a partial one along both axes, and a single pixel (a block with one thread inside the image)."""
+    return [("tile+1", (1, 2, 3, tile + 1, 2 * tile + 1)), ("1 pixel", (1, 1, 1, 1, 1))]
+
+
+def _conv_shapes(tile, block=None):
+    # (B, C_in, C_out, H, W): a single pixel (all border); odd sizes; a tile and one more; on a GPU a
+    # large shape, in the simulator a small one with 21 input channels (the implicit GEMM's K-tiles of
+    # 8 or 16 channels: full tiles, then one with 5 real channels; more than any register block)
     shapes = [("odd", (2, 3, 5, 7, 6)), ("tile+1", (1, 2, 3, tile + 1, 2 * tile + 1)), ("1 pixel", (1, 1, 1, 1, 1))]
-    if not on_simulator():
-        shapes.insert(0, ("large", (2, 19, 37, 61, 45)))
+    shapes.insert(0, ("large", (2, 19, 37, 61, 45)) if not on_simulator() else conv_deep_shapes()[0])
+    if block is not None:
+        # A register block of COB output channels x PX pixels (block.cob, block.px): more input and
+        # output channels than COB, neither a multiple of it (the group's weights in shared memory are
+        # laid out by C_in, and the last group is partial), and a row of two blocks' width whose last
+        # group of PX pixels is partial.
+        cob, px = block.cob, block.px
+        cin = cob + 3 if (cob + 3) % cob else cob + 1
+        cout = cob + 1
+        shapes.insert(0, ("past the register block", (1, cin, cout, 3, block.tx * px + px - 1)))
     return shapes
 
 
@@ -276,13 +301,99 @@ def _conv_read_outside_x(name, exc, x):
                 "where the test fails. In a flat x, ww = -1 or W without the column test reads the neighbouring "
                 "row's pixel (a wrong value), and outside the array at the ends of x, where the simulator stopped "
                 "it. (Rows c >= C_in of a K-tile load 0 the same way.)")
+        index = re.search(r"Index (-?\d+) on axis 0", text)
+        if index and x.size <= int(index.group(1)) < 1 << 63 and _past_the_channels(int(index.group(1)), x.shape):
+            hint = ("a padded channel was loaded: row c >= C_in of a K-tile (C_pad rounds C_in up to the K step) "
+                    "must be 0, not read; in the last image it lies past the end of x. In the fast gather, the "
+                    "branch without tests is right only when all NR of the thread's rows are real channels, "
+                    "rows = C_in - c0 - r0 >= NR * RP (its rows are RP channels apart); a tile with fewer takes "
+                    "the tested branch, and a pixel in the padding sets rows to 0.")
     return CheckFailed(f"{name}: x was read outside the array: {first}" + (f"\n  {site}" if site else "")
                        + "\nHint: " + hint)
 
 
-def _wrong_bias(x, w, bias, ref_lin, relu):
+def _past_the_channels(index, shape):
+    """Whether a flat index past the end of x (B x C x H x W) is a channel c > C of the last image, or
+    channel C at a pixel below the image's first row: no pixel just past the last row or column
+    lands there, only a padded channel (the fast gather's test-free branch taken too often)."""
+    b, c, h, wd = shape
+    rel = index - (b - 1) * c * h * wd
+    chan, pixel = divmod(rel, h * wd)
+    return chan > c or (chan == c and pixel > wd)
+
+
+def _conv_write_outside_y(name, exc, y_shape, block):
+    """A CheckFailed, for a register-blocked kernel, for the simulator's report of a write outside
+    ``y`` along the columns (a thread's group of PX pixels past the right edge), or of an access to
+    ``y`` or ``bias`` past the output channels (the last group of COB channels past C_out); None for
+    any other error."""
+    try:
+        from ..simulator.errors import OutOfBoundsAccess
+    except ImportError:
+        return None
+    if block is None or not isinstance(exc, OutOfBoundsAccess):
+        return None  # a kernel without a register block keeps the simulator's own report
+    text = str(exc)
+    m = re.search(r"(?P<verb>reads|writes) `(?P<expr>[^`]*)`.*?outside the global array `\w+` of shape "
+                  r"\((?P<shape>[\d, ]*)\)", text, re.S)
+    axis = re.search(r"Index -?\d+ on axis (\d+)", text)
+    if m is None or axis is None:
+        return None
+    shape = tuple(int(v) for v in m.group("shape").replace(" ", "").split(",") if v)
+    where = {(tuple(y_shape), 3): "edge", (tuple(y_shape), 1): "channels", ((y_shape[1],), 0): "channels"}
+    kind = where.get((shape, int(axis.group(1))))
+    if kind is None or kind == "edge" and m.group("verb") != "writes":
+        return None
+    hint = {"edge": ("the edge pixels of a group: a thread's PX pixels ox0 .. ox0 + PX - 1 can run past the "
+                     "image's right edge when W is not a multiple of PX; store only the pixels ox0 + p < W (and "
+                     "load the inputs under them as 0 where they are outside)."),
+            "channels": ("the last group of output channels: C_out need not be a multiple of COB, so the channels "
+                         "o = g * COB + oc of the last group can pass C_out; store (and read bias[o]) only for "
+                         "o < C_out.")}[kind]
+    first = text.strip().splitlines()[0]
+    site = next((ln.strip() for ln in text.splitlines() if ln.strip().startswith("at ")), "")
+    what = "y was written outside the array" if kind == "edge" else "an output channel past C_out"
+    return CheckFailed(f"{name}: {what}: {first}" + (f"\n  {site}" if site else "") + "\nHint: " + hint)
+
+
+def _group_stride_references(x, w, bias, relu, cob):
+    """Wrong references for a register-blocked kernel that reads its group's weights, staged as
+    w_s[(oc * C_in + c) * 9 + 3 i + j], at the wrong channel stride: [(what, reference)]."""
+    from ..fusion.conv import reference
+
+    cout, cin = w.shape[0], w.shape[1]
+    found = []
+    for what, index in [("w_s[(c * COB + oc) * 9 + ...]: output channel and input channel swapped in the index",
+                         lambda oc, c: c * cob + oc),
+                        ("w_s[(oc * COB + c) * 9 + ...]: output channels COB apart instead of C_in",
+                         lambda oc, c: oc * cob + c),
+                        (("w_s[c * 9 + ...]: the output channel left out, every channel of the group reads its first "
+                          "channel's weights"), lambda oc, c: c)]:
+        weff = np.zeros_like(np.asarray(w, np.float64))
+        ok = True
+        for o in range(cout):
+            g, oc = divmod(o, cob)
+            for c in range(cin):
+                e = index(oc, c)
+                src = g * cob + e // cin
+                if not 0 <= e < cob * cin:
+                    ok = False
+                    break
+                weff[o, c] = w[src, e % cin] if src < cout else 0.0
+            if not ok:
+                break
+        if ok and not np.array_equal(weff, w):
+            found.append((f"the wrong channel stride in the group's weights ({what}). The block stages its COB "
+                          "output channels' weights as w_s[(oc * C_in + c) * 9 + 3 i + j]: output channel oc of the "
+                          "group starts C_in * 9 values after the one before, input channel c 9 values after.",
+                          reference(x, weff, bias, relu=relu)))
+    return found
+
+
+def _wrong_bias(x, w, bias, ref_lin, relu, cob=None):
     """A function naming a bias taken from the wrong channel (or missing, or doubled) from what the
-    kernel wrote: where both are positive, got - ref is constant per (batch, channel) plane."""
+    kernel wrote: where both are positive, got - ref is constant per (batch, channel) plane. ``cob``:
+    the register block's output channels (a group's first channel's bias is named so)."""
     def explain(got):
         g = got.astype(np.float64)
         planes = []
@@ -302,10 +413,16 @@ def _wrong_bias(x, w, bias, ref_lin, relu):
         bi, o, d = wrong[0]
         used = bias64[o] + d
         js = [j for j in range(len(bias64)) if j != o and abs(bias64[j] - used) < 1e-4 * (1 + abs(used))]
+        if js and cob and js[0] == (o // cob) * cob:
+            return (f"bias of the wrong channel: output channel {o} (batch {bi}) received bias[{js[0]}], the bias of "
+                    f"its group's first channel, instead of bias[{o}]. A thread computes COB output channels, "
+                    "o = g * COB + oc for oc in range(COB): each needs its own bias, bias[g * COB + oc].")
         if js:
             return (f"bias of the wrong channel: output channel {o} (batch {bi}) received bias[{js[0]}] instead of "
                     f"bias[{o}]. The output channel is blockIdx.z % C_out (blockIdx.z = b * C_out + o), not the "
-                    "input channel, the batch index or blockIdx.z itself.")
+                    "input channel, the batch index or blockIdx.z itself"
+                    + (" (with a register block: o = g * COB + oc, g the block's group of COB channels)." if cob
+                       else "."))
         if abs(used) < 1e-4 * (1 + abs(bias64[o])):
             return "the bias is missing: add bias[o] (o: the output channel) to every output of channel o."
         if abs(used - 2 * bias64[o]) < 1e-4 * (1 + abs(bias64[o])):
@@ -315,17 +432,22 @@ def _wrong_bias(x, w, bias, ref_lin, relu):
 
 
 def check_conv(launch, *, name="3x3 convolution + bias + ReLU", relu=True, tile=None, shapes=None,
-               seed=None) -> None:
+               seed=None, block=None) -> None:
     """``launch(y, x, w, bias)`` must leave in ``y`` (B x C_out x H x W, float32) the 3x3
     convolution of ``x`` (B x C_in x H x W) with ``w`` (C_out x C_in x 3 x 3), padding 1, plus
     ``bias[o]``, then ReLU (``relu=False``: without the ReLU, the first kernel of the unfused chain).
-    ``tile``: the kernel's tile width, to draw a shape one past it (default: the package's TILE)."""
+    ``tile``: the kernel's tile width, to draw a shape one past it (default: the package's TILE).
+    ``block``: a register-blocked kernel's :class:`kernel_lab.fusion.conv.RegisterBlock` (COB output
+    channels x PX pixels a thread): a shape with more channels than COB, neither a multiple of it, and
+    a partial group of pixels at the right edge; the mistakes of the block named (the channel stride
+    of the group's weights, the edge pixels of a group, a group's first bias for all its channels)."""
     from ..fusion.conv import TILE, magnitude, reference
 
     require_callable(launch, "launch")
     seed = _seed(seed)
     rng = np.random.default_rng(seed)
-    shapes = shapes or _conv_shapes(tile or TILE)
+    shapes = shapes or _conv_shapes(tile or TILE, block)
+    cob = block.cob if block is not None else None
     fails = _Shapes()
     for label, (b, cin, cout, h, wd) in shapes:
         x = rng.standard_normal((b, cin, h, wd), dtype=np.float32)
@@ -334,8 +456,16 @@ def check_conv(launch, *, name="3x3 convolution + bias + ReLU", relu=True, tile=
         ctx = f" (shape {label}: B, C_in, C_out, H, W = {b}, {cin}, {cout}, {h}, {wd})"
         try:
             (got, guard), = _run(name, launch, [((b, cout, h, wd), np.float32)], (x, w, bias))
-        except Exception as exc:  # noqa: BLE001 - the simulator's report of a read outside x
-            named = _conv_read_outside_x(name + ctx, exc, x)
+        except Exception as exc:  # noqa: BLE001 - the simulator's report of a read outside x, a write outside y
+            named = _conv_read_outside_x(name + ctx, exc, x) or _conv_write_outside_y(name + ctx, exc,
+                                                                                        (b, cout, h, wd), block)
+            if named is None and isinstance(exc, OverflowError):  # the simulator's np.uint64 of a negative int
+                named = CheckFailed(
+                    f"{name}{ctx}: a negative number was made an unsigned index ({exc}).\nHint: an unsigned "
+                    "index cannot point before x's start: where the pixel under the window is in the padding "
+                    "(hh or ww outside the image, so its address can be negative), nothing is loaded and the "
+                    "index must be a harmless one, such as the image's start xb; set rows = 0 there. (On a GPU "
+                    "the negative address wraps around to a huge one, and the load faults or reads garbage.)")
             if named is None:
                 raise
             raise named from None
@@ -352,7 +482,20 @@ def check_conv(launch, *, name="3x3 convolution + bias + ReLU", relu=True, tile=
                         "counts as 0, and every pixel inside counts: the tests are 0 <= iy < H and 0 <= ix < W.")
             return None
 
-        mistakes = []
+        def right_edge_unwritten(g, ref=ref, wd=wd):
+            """Only columns at the right edge wrong, and never written: a partial group of pixels skipped."""
+            with np.errstate(invalid="ignore"):
+                bad = ~(np.abs(g.astype(np.float64) - ref) <= 1e-3 * (1 + np.abs(ref)))
+            cols = np.flatnonzero(bad.any(axis=(0, 1, 2)))
+            if block is None or not cols.size or cols[0] == 0 or cols[-1] != wd - 1 or len(cols) != wd - cols[0]:
+                return None
+            if not is_poison(g[..., cols[0]:]).all() or wd - cols[0] >= block.px:
+                return None
+            return (f"the edge pixels of a group: the last {wd - cols[0]} column(s) of the image were never written. "
+                    f"W = {wd} is not a multiple of PX = {block.px}: the thread whose group of PX pixels crosses the "
+                    "right edge must still compute and store the pixels ox0 + p < W.")
+
+        mistakes = [(None, right_edge_unwritten)]
         for sy, sx in [(1, 1), (-1, -1), (1, 0), (0, 1), (-1, 0), (0, -1), (1, -1), (-1, 1)]:
             mistakes.append((f"halo off by one: the 3x3 window is shifted by ({sy:+d}, {sx:+d}) pixels. Output "
                              "(h, w) reads x[h + i - 1, w + j - 1] for i, j in 0, 1, 2; in a shared tile whose "
@@ -374,11 +517,14 @@ def check_conv(launch, *, name="3x3 convolution + bias + ReLU", relu=True, tile=
             ("the last input channel is left out: the sum runs over c in range(C_in).",
              reference(x[:, :-1], w[:, :-1], bias, relu=relu) if cin > 1 else None),
             (None, border_only),
-            (None, _wrong_bias(x, w, bias, ref_lin, relu)),
+            (None, _wrong_bias(x, w, bias, ref_lin, relu, cob)),
         ]
+        if cob:
+            mistakes += _group_stride_references(x, w, bias, relu, cob)
         mistakes = [(hh, r) for hh, r in mistakes if r is not None]
         fails.run(label, lambda: _judge(name, ctx, got, guard, ref, fmt="float32", k=9 * cin + 1,
-                                        magnitude=magnitude(x, w, bias), mistakes=mistakes, seed=seed))
+                                        magnitude=magnitude(x, w, bias), mistakes=mistakes, seed=seed,
+                                        as_hint=True))
     fails.raise_any([lb for lb, _ in shapes])
     progress.passed(name)
     print(f"{name}: correct for all {len(shapes)} shapes ({', '.join(lb for lb, _ in shapes)})")

@@ -2,34 +2,40 @@
 
 ``x`` is B x C_in x H x W, ``w`` C_out x C_in x 3 x 3, ``bias`` C_out; the output ``y`` is
 B x C_out x H x W with ``y[b, o, h, w] = relu(bias[o] + sum_{c, i, j} x[b, c, h+i-1, w+j-1] w[o, c, i, j])``
-(``x`` is zero outside the image: the padding). Every kernel here maps one block to one (batch,
-output channel) pair (``blockIdx.z``, or a group of output channels for the register-blocked one)
-and a 2D tile of output pixels (``blockIdx.x``/``y``), so that neighbouring threads read
+(``x`` is zero outside the image: the padding). Every direct kernel here maps one block to one
+(batch, output channel) pair (``blockIdx.z``, or a group of output channels for the register-blocked
+one) and a 2D tile of output pixels (``blockIdx.x``/``y``), so that neighbouring threads read
 neighbouring pixels (coalesced).
 
-The variants, one idea each (the notebook predicts, then measures, each one's effect):
+The variants, one idea each, are the notebook's exercises (the learner writes them; these are the
+same code, held to the notebook by tests/test_package_copies.py, for the probes and benchmarks):
 
-* :data:`conv_direct_hwc` and :data:`relu_inplace`: the direct kernel, loops ``i -> j -> c``
+* :data:`conv3x3_bias` and :data:`relu_inplace`: the direct kernel, loops ``i -> j -> c``
   (window position outermost, input channel innermost), then the ReLU as a second kernel;
-* :data:`conv_fused_hwc`: the same with bias and ReLU in the one kernel;
-* :data:`conv_fused_c_outer`: ``c`` outermost, so the 9 weights of a channel are read together;
-* :func:`const_bias_kernel`: the bias in constant memory (compiled into the kernel, so one
+* :data:`conv_fused_hwc`: the same with bias and ReLU in the one kernel (the package's only
+  variant: it measures fusion alone, at the direct kernel's loop order);
+* :data:`conv3x3_fused`: fused, and ``c`` outermost, so the 9 weights of a channel are read together;
+* :func:`make_const_bias`: the bias in constant memory (compiled into the kernel, so one
   compilation per bias array: the price of constant memory in Numba);
-* :data:`conv_smem_weights`: the block's C_in x 9 weights staged in shared memory once;
-* :data:`conv_smem_tile`: per input channel, the block's input tile with its one-pixel halo staged
-  in shared memory ((T+2) x (T+2) values for T x T outputs), plus the weights;
-* :data:`conv_register_blocked`: each thread computes COB output channels x PX adjacent pixels,
+* :data:`conv3x3_smem_weights`: the block's C_in x 9 weights staged in shared memory once
+  (:data:`stage_weights`);
+* :func:`make_tiled`: per input channel, the block's input tile with its one-pixel halo staged
+  in shared memory ((T+2) x (T+2) values for T x T outputs, :data:`stage_tile`), plus the weights;
+* :func:`make_register_blocked`: each thread computes COB output channels x PX adjacent pixels,
   reusing each loaded input COB times and each weight PX times;
 * :func:`igemm_launcher`: the convolution as an implicit GEMM on CUDA cores, ``y[b] = W' @ im2col(x[b])``
   with im2col never stored: module 02's warp-tiled, double-buffered SGEMM (``kl.sgemm.warptile_parts``)
-  with a B loader that gathers x on the fly (:func:`igemm_kernel`'s ``gather_x_hoisted``: 03.2's
-  ``gather_x`` with its tests hoisted and an unsigned index) and a bias + ReLU epilogue; the weights
-  reordered once by :func:`prepare_weights`.
+  with a B loader that gathers x on the fly (:func:`make_gather_fast`: 03.2's last gather, an
+  unsigned index and the row tests hoisted) and a bias + ReLU epilogue; the weights reordered once
+  by :func:`prepare_weights`; :func:`igemm_auto_launcher` chooses the tiles by C_out.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+from types import SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -39,19 +45,31 @@ from ..validate import KernelLabArgumentError
 
 from numba import cuda, float32  # noqa: E402  (kernel_lab chose GPU or simulator already)
 
-_S = _sizes(gpu=dict(tile=16, max_cin=128, cob=8, px=4, rb_tx=16, rb_ty=8, threads=256),
-            sim=dict(tile=4, max_cin=8, cob=2, px=2, rb_tx=4, rb_ty=2, threads=64))
+_GPU = dict(tile=16, max_cin=128, cob=8, px=4, rb_tx=16, rb_ty=8, threads=256)
+_S = _sizes(gpu=_GPU, sim=dict(tile=4, max_cin=32, cob=2, px=2, rb_tx=4, rb_ty=2, threads=64))
+GPU = SimpleNamespace(**_GPU)  # the GPU's sizes, for a check that runs the GPU's configuration in the simulator
 TILE = _S.tile  # output tile of the 2D kernels: TILE x TILE threads, one pixel each
 MAX_CIN = _S.max_cin  # shared-memory weights: at most MAX_CIN input channels (static array size)
-COB, PX = _S.cob, _S.px  # register blocking: output channels x pixels per thread
 # Shared-array shapes as named constants: the GPU compiler takes only constants (a global name, not
 # an expression such as MAX_CIN * 9) as a shape; the simulator would take either.
 W_S_SIZE = MAX_CIN * 9
-W_S_GROUP_SIZE = COB * MAX_CIN * 9
-HALO = TILE + 2
-PX_HALO = PX + 2
-RB_TX, RB_TY = _S.rb_tx, _S.rb_ty  # register-blocked kernel: threads per block (x, y)
 EW_THREADS = _S.threads
+
+
+class RegisterBlock(NamedTuple):
+    """The register-blocked kernel's shape: each thread computes ``cob`` output channels x ``px``
+    adjacent pixels of a row; a block is ``tx`` x ``ty`` threads; the block's weights in shared
+    memory hold at most ``max_cin`` input channels."""
+    cob: int
+    px: int
+    tx: int
+    ty: int
+    max_cin: int
+
+
+RB = RegisterBlock(_S.cob, _S.px, _S.rb_tx, _S.rb_ty, _S.max_cin)  # this backend's
+RB_GPU = RegisterBlock(GPU.cob, GPU.px, GPU.rb_tx, GPU.rb_ty, GPU.max_cin)  # the GPU's, also in the simulator
+COB, PX = RB.cob, RB.px
 
 # The issue's shape sweep: (B, C_in, C_out, H = W)
 SHAPES = _sizes(gpu=dict(s=[(4, 32, 64, 64), (4, 32, 32, 64), (8, 32, 64, 128), (8, 64, 64, 512),
@@ -115,11 +133,11 @@ def grid_2d(y, tile=TILE):
 
 
 @cuda.jit
-def conv_direct_hwc(x, w, bias, y):
+def conv3x3_bias(x, w, bias, y):
+    cin, h, wd = x.shape[1], x.shape[2], x.shape[3]
     ox = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     oy = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
     b, o = cuda.blockIdx.z // y.shape[1], cuda.blockIdx.z % y.shape[1]
-    cin, h, wd = x.shape[1], x.shape[2], x.shape[3]
     if ox < wd and oy < h:
         acc = float32(0)
         for i in range(3):
@@ -142,12 +160,12 @@ def relu_inplace(y):
 def launch_unfused(y, x, w, bias):
     """conv + bias, then ReLU: two kernels, y written, read and written again."""
     blocks, threads = grid_2d(y)
-    conv_direct_hwc[blocks, threads](x, w, bias, y)
+    conv3x3_bias[blocks, threads](x, w, bias, y)
     flat = y.reshape(y.size)
     relu_inplace[-(-y.size // EW_THREADS), EW_THREADS](flat)
 
 
-# --- 2. fused; 3. C_in outermost ---------------------------------------------------------------
+# --- 2. fused (the package's only variant: fusion alone); 3. fused, C_in outermost ----------------
 
 
 @cuda.jit
@@ -169,11 +187,11 @@ def conv_fused_hwc(x, w, bias, y):
 
 
 @cuda.jit
-def conv_fused_c_outer(x, w, bias, y):
+def conv3x3_fused(x, w, bias, y):
+    cin, h, wd = x.shape[1], x.shape[2], x.shape[3]
     ox = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     oy = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
     b, o = cuda.blockIdx.z // y.shape[1], cuda.blockIdx.z % y.shape[1]
-    cin, h, wd = x.shape[1], x.shape[2], x.shape[3]
     if ox < wd and oy < h:
         acc = float32(0)
         for c in range(cin):  # one plane at a time: the 3 x 3 window's rows are cached lines
@@ -201,22 +219,21 @@ def launcher(kernel, tile=TILE):
 _CONST_KERNELS: dict = {}
 
 
-def const_bias_kernel(bias_host: np.ndarray):
+def make_const_bias(bias_host: np.ndarray):
     """The C_in-outer kernel with ``bias_host`` compiled into constant memory. Constant memory is
     fixed when the kernel is compiled, so each bias array costs one compilation (cached by its bytes)."""
-    bias_host = np.ascontiguousarray(bias_host, dtype=np.float32)
-    key = hashlib.sha1(bias_host.tobytes()).hexdigest()
+    BIAS = np.ascontiguousarray(bias_host, dtype=np.float32)
+    key = hashlib.sha1(BIAS.tobytes()).hexdigest()
     if key in _CONST_KERNELS:
         return _CONST_KERNELS[key]
-    BIAS = bias_host
 
     @cuda.jit
-    def conv_const_bias(x, w, y):
+    def conv3x3_const_bias(x, w, y):
+        cin, h, wd = x.shape[1], x.shape[2], x.shape[3]
         cbias = cuda.const.array_like(BIAS)  # every thread of a block reads the same element: a broadcast
         ox = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
         oy = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
         b, o = cuda.blockIdx.z // y.shape[1], cuda.blockIdx.z % y.shape[1]
-        cin, h, wd = x.shape[1], x.shape[2], x.shape[3]
         if ox < wd and oy < h:
             acc = float32(0)
             for c in range(cin):
@@ -229,23 +246,29 @@ def const_bias_kernel(bias_host: np.ndarray):
                                 acc += x[b, c, iy, ix] * w[o, c, i, j]
             y[b, o, oy, ox] = max(acc + cbias[o], float32(0))
 
-    _CONST_KERNELS[key] = conv_const_bias
-    return conv_const_bias
+    _CONST_KERNELS[key] = conv3x3_const_bias
+    return conv3x3_const_bias
 
 
-def launch_const_bias(y, x, w, bias):
-    bias_host = bias.copy_to_host() if hasattr(bias, "copy_to_host") else np.asarray(bias)
-    kernel = const_bias_kernel(bias_host)
-    blocks, threads = grid_2d(y)
-    kernel[blocks, threads](x, w, y)
+def const_bias_launcher(make=make_const_bias, tile=TILE):
+    """``launch(y, x, w, bias)`` for a constant-memory kernel ``make(bias_host)(x, w, y)``: the bias
+    comes back to the host once per call (a layer would make its kernel once, when its bias is set)."""
+    def launch(y, x, w, bias):
+        bias_host = bias.copy_to_host() if hasattr(bias, "copy_to_host") else np.asarray(bias)
+        blocks, threads = grid_2d(y, tile)
+        make(bias_host)[blocks, threads](x, w, y)
+    return launch
+
+
+launch_const_bias = const_bias_launcher()
 
 
 # --- 5. weights in shared memory ---------------------------------------------------------------
 
 
-def _require_cin(x):
-    if x.shape[1] > MAX_CIN:
-        raise KernelLabArgumentError(f"C_in = {x.shape[1]}: the shared-memory kernels hold at most {MAX_CIN} "
+def require_cin(x, max_cin=MAX_CIN):
+    if x.shape[1] > max_cin:
+        raise KernelLabArgumentError(f"C_in = {x.shape[1]}: the shared-memory kernels hold at most {max_cin} "
                                      "input channels' weights (MAX_CIN)")
 
 
@@ -253,20 +276,19 @@ def _require_cin(x):
 def stage_weights(w, w_s, o, cin, t, nthreads):
     """The C_in x 9 weights of output channel ``o`` into shared memory, all threads of the block."""
     for e in range(t, cin * 9, nthreads):
-        c, k = e // 9, e % 9
-        w_s[e] = w[o, c, k // 3, k % 3]
+        w_s[e] = w[o, e // 9, (e % 9) // 3, e % 3]
 
 
 @cuda.jit
-def conv_smem_weights(x, w, bias, y):
+def conv3x3_smem_weights(x, w, bias, y):
+    cin, h, wd = x.shape[1], x.shape[2], x.shape[3]
     w_s = cuda.shared.array(W_S_SIZE, float32)
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     ox = cuda.blockIdx.x * cuda.blockDim.x + tx
     oy = cuda.blockIdx.y * cuda.blockDim.y + ty
     b, o = cuda.blockIdx.z // y.shape[1], cuda.blockIdx.z % y.shape[1]
-    cin, h, wd = x.shape[1], x.shape[2], x.shape[3]
     stage_weights(w, w_s, o, cin, ty * cuda.blockDim.x + tx, cuda.blockDim.x * cuda.blockDim.y)
-    cuda.syncthreads()  # every thread, inside the image or not, reaches the barrier
+    cuda.syncthreads()  # every thread, inside the image or not, stages its share and reaches the barrier
     if ox < wd and oy < h:
         acc = float32(0)
         for c in range(cin):
@@ -280,105 +302,135 @@ def conv_smem_weights(x, w, bias, y):
         y[b, o, oy, ox] = max(acc + bias[o], float32(0))
 
 
-def launch_smem_weights(y, x, w, bias):
-    _require_cin(x)
-    blocks, threads = grid_2d(y)
-    conv_smem_weights[blocks, threads](x, w, bias, y)
+def smem_launcher(kernel, tile=TILE):
+    """:func:`launcher` for a kernel that stages C_in x 9 weights in shared memory (C_in <= MAX_CIN)."""
+    def launch(y, x, w, bias):
+        require_cin(x)
+        blocks, threads = grid_2d(y, tile)
+        kernel[blocks, threads](x, w, bias, y)
+    launch.kernel = kernel
+    return launch
+
+
+launch_smem_weights = smem_launcher(conv3x3_smem_weights)
 
 
 # --- 6. input tile with halo in shared memory --------------------------------------------------
 
 
-@cuda.jit(device=True, inline="always")
-def stage_tile(x, tile, b, c, oy0, ox0, h, wd, t):
-    """The (TILE+2) x (TILE+2) input pixels of channel ``c`` that the block's TILE x TILE outputs
-    read: rows oy0-1 .. oy0+TILE, columns ox0-1 .. ox0+TILE; 0 outside the image (the padding). The
-    block's TILE x TILE threads share the copy (``t``: this thread's index in the block)."""
-    for e in range(t, (TILE + 2) * (TILE + 2), TILE * TILE):
-        r, q = e // (TILE + 2), e % (TILE + 2)
-        iy, ix = oy0 + r - 1, ox0 + q - 1
-        tile[r, q] = x[b, c, iy, ix] if 0 <= iy < h and 0 <= ix < wd else float32(0)
+@functools.cache
+def make_tiled(TILE):
+    """The halo-tile kernel for TILE x TILE outputs a block (one compilation per tile size)."""
+    HALO = TILE + 2  # a shared array's shape must be a constant: a name, not an expression
+
+    @cuda.jit(device=True, forceinline=True)
+    def stage_tile(x, tile, b, c, oy0, ox0, h, wd, t):
+        """The (TILE+2) x (TILE+2) input pixels of channel ``c`` that the block's TILE x TILE outputs
+        read: rows oy0-1 .. oy0+TILE, columns ox0-1 .. ox0+TILE; 0 outside the image (the padding). The
+        block's TILE x TILE threads share the copy (``t``: this thread's index in the block)."""
+        for e in range(t, (TILE + 2) * (TILE + 2), TILE * TILE):
+            r, q = e // (TILE + 2), e % (TILE + 2)
+            iy, ix = oy0 + r - 1, ox0 + q - 1
+            tile[r, q] = x[b, c, iy, ix] if 0 <= iy < h and 0 <= ix < wd else float32(0)
+
+    @cuda.jit
+    def conv3x3_tiled(x, w, bias, y):
+        tile = cuda.shared.array((HALO, HALO), float32)
+        w_s = cuda.shared.array(W_S_SIZE, float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        ox0, oy0 = cuda.blockIdx.x * TILE, cuda.blockIdx.y * TILE
+        b, o = cuda.blockIdx.z // y.shape[1], cuda.blockIdx.z % y.shape[1]
+        cin, h, wd = x.shape[1], x.shape[2], x.shape[3]
+        t = ty * TILE + tx
+        stage_weights(w, w_s, o, cin, t, TILE * TILE)
+        acc = float32(0)
+        for c in range(cin):
+            stage_tile(x, tile, b, c, oy0, ox0, h, wd, t)
+            cuda.syncthreads()  # the tile (and, the first time, the weights) complete
+            for i in range(3):
+                for j in range(3):
+                    acc += tile[ty + i, tx + j] * w_s[c * 9 + i * 3 + j]
+            cuda.syncthreads()  # everyone done with the tile before the next channel overwrites it
+        if ox0 + tx < wd and oy0 + ty < h:
+            y[b, o, oy0 + ty, ox0 + tx] = max(acc + bias[o], float32(0))
+
+    return conv3x3_tiled
 
 
-@cuda.jit
-def conv_smem_tile(x, w, bias, y):
-    tile = cuda.shared.array((HALO, HALO), float32)
-    w_s = cuda.shared.array(W_S_SIZE, float32)
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    ox0, oy0 = cuda.blockIdx.x * TILE, cuda.blockIdx.y * TILE
-    b, o = cuda.blockIdx.z // y.shape[1], cuda.blockIdx.z % y.shape[1]
-    cin, h, wd = x.shape[1], x.shape[2], x.shape[3]
-    t = ty * TILE + tx
-    stage_weights(w, w_s, o, cin, t, TILE * TILE)
-    acc = float32(0)
-    for c in range(cin):
-        stage_tile(x, tile, b, c, oy0, ox0, h, wd, t)
-        cuda.syncthreads()  # the tile (and, the first time, the weights) complete
-        for i in range(3):
-            for j in range(3):
-                acc += tile[ty + i, tx + j] * w_s[c * 9 + i * 3 + j]
-        cuda.syncthreads()  # everyone done with the tile before the next channel overwrites it
-    if ox0 + tx < wd and oy0 + ty < h:
-        y[b, o, oy0 + ty, ox0 + tx] = max(acc + bias[o], float32(0))
+def tiled_launcher(make=make_tiled, tile=TILE):
+    return smem_launcher(make(tile), tile)
 
 
-def launch_smem_tile(y, x, w, bias):
-    _require_cin(x)
-    blocks, threads = grid_2d(y)
-    conv_smem_tile[blocks, threads](x, w, bias, y)
+launch_smem_tile = tiled_launcher()
 
 
 # --- 7. register blocking over output channels and pixels --------------------------------------
 
 
-@cuda.jit
-def conv_register_blocked(x, w, bias, y):
-    w_s = cuda.shared.array(W_S_GROUP_SIZE, float32)  # the group's COB output channels
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    cout = y.shape[1]
-    groups = (cout + COB - 1) // COB
-    b, g = cuda.blockIdx.z // groups, cuda.blockIdx.z % groups
-    cin, h, wd = x.shape[1], x.shape[2], x.shape[3]
-    ox0 = (cuda.blockIdx.x * RB_TX + tx) * PX  # this thread's PX adjacent pixels of one row
-    oy = cuda.blockIdx.y * RB_TY + ty
-    t, nthreads = ty * RB_TX + tx, RB_TX * RB_TY
-    for e in range(t, COB * cin * 9, nthreads):
-        oc, rest = e // (cin * 9), e % (cin * 9)
-        o = g * COB + oc
-        w_s[e] = w[o, rest // 9, (rest % 9) // 3, rest % 3] if o < cout else float32(0)
-    cuda.syncthreads()
-    acc = cuda.local.array((COB, PX), float32)
-    xin = cuda.local.array((3, PX_HALO), float32)
-    for oc in range(COB):
-        for p in range(PX):
-            acc[oc, p] = 0
-    if oy < h and ox0 < wd:
-        for c in range(cin):
-            for i in range(3):  # 3 x (PX + 2) inputs, each used by up to 3 pixels x COB channels
-                iy = oy + i - 1
-                for q in range(PX + 2):
-                    ix = ox0 + q - 1
-                    xin[i, q] = x[b, c, iy, ix] if 0 <= iy < h and 0 <= ix < wd else float32(0)
-            for oc in range(COB):
-                for i in range(3):
-                    for j in range(3):
-                        wv = w_s[(oc * cin + c) * 9 + i * 3 + j]
-                        for p in range(PX):
-                            acc[oc, p] += xin[i, p + j] * wv
+@functools.cache
+def make_register_blocked(rb: RegisterBlock):
+    """The register-blocked kernel for the shape ``rb`` (one compilation per shape)."""
+    COB, PX, TX, TY = rb.cob, rb.px, rb.tx, rb.ty
+    PX_HALO = PX + 2  # shapes of shared and local arrays: constants, folded here
+    W_S_GROUP = COB * rb.max_cin * 9
+
+    @cuda.jit
+    def conv3x3_register_blocked(x, w, bias, y):
+        w_s = cuda.shared.array(W_S_GROUP, float32)  # the group's weights: w_s[(oc * C_in + c) * 9 + 3 i + j]
+        acc = cuda.local.array((COB, PX), float32)  # COB channels x PX pixels: registers
+        xin = cuda.local.array((3, PX_HALO), float32)  # the 3 x (PX + 2) inputs of one channel
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        cin, h, wd, cout = x.shape[1], x.shape[2], x.shape[3], y.shape[1]
+        groups = (cout + COB - 1) // COB
+        b, g = cuda.blockIdx.z // groups, cuda.blockIdx.z % groups  # output channels g * COB .. g * COB + COB - 1
+        ox0 = (cuda.blockIdx.x * TX + tx) * PX  # this thread's PX adjacent pixels: ox0 .. ox0 + PX - 1 of row oy
+        oy = cuda.blockIdx.y * TY + ty
+        for e in range(ty * TX + tx, COB * cin * 9, TX * TY):  # the group's weights, 0 past C_out
+            o = g * COB + e // (cin * 9)
+            w_s[e] = w[o, (e // 9) % cin, (e % 9) // 3, e % 3] if o < cout else float32(0)
+        cuda.syncthreads()
         for oc in range(COB):
-            o = g * COB + oc
-            if o < cout:
-                for p in range(PX):
-                    if ox0 + p < wd:
-                        y[b, o, oy, ox0 + p] = max(acc[oc, p] + bias[o], float32(0))
+            for p in range(PX):
+                acc[oc, p] = float32(0)
+        if oy < h and ox0 < wd:
+            for c in range(cin):
+                for i in range(3):  # 3 x (PX + 2) inputs, each used by up to 3 pixels x COB channels
+                    iy = oy + i - 1
+                    for q in range(PX + 2):
+                        ix = ox0 + q - 1
+                        xin[i, q] = x[b, c, iy, ix] if 0 <= iy < h and 0 <= ix < wd else float32(0)
+                for oc in range(COB):
+                    for i in range(3):
+                        for j in range(3):
+                            wv = w_s[(oc * cin + c) * 9 + i * 3 + j]  # one weight, PX multiply-adds
+                            for p in range(PX):
+                                acc[oc, p] += xin[i, p + j] * wv
+            for oc in range(COB):
+                o = g * COB + oc
+                if o < cout:
+                    for p in range(PX):
+                        if ox0 + p < wd:
+                            y[b, o, oy, ox0 + p] = max(acc[oc, p] + bias[o], float32(0))
+
+    return conv3x3_register_blocked
 
 
-def launch_register_blocked(y, x, w, bias):
-    _require_cin(x)
-    b, cout, h, wd = y.shape
-    blocks = (-(-wd // (RB_TX * PX)), -(-h // RB_TY), b * -(-cout // COB))
-    conv_register_blocked[blocks, (RB_TX, RB_TY)](x, w, bias, y)
+def register_blocked_launcher(make=make_register_blocked, rb: RegisterBlock = RB):
+    """``launch(y, x, w, bias)`` for ``make(rb)``: blocks of rb.tx x rb.ty threads, each thread rb.px
+    pixels of a row and rb.cob output channels; blockIdx.z = b * groups + g."""
+    kernel = make(rb)
 
+    def launch(y, x, w, bias):
+        require_cin(x, rb.max_cin)
+        b, cout, h, wd = y.shape
+        blocks = (-(-wd // (rb.tx * rb.px)), -(-h // rb.ty), b * -(-cout // rb.cob))
+        kernel[blocks, (rb.tx, rb.ty)](x, w, bias, y)
+    launch.kernel = kernel
+    launch.block = rb
+    return launch
+
+
+launch_register_blocked = register_blocked_launcher()
 
 
 # --- 8. implicit GEMM on CUDA cores: module 02's warp-tiled SGEMM, B gathered from x ------------
@@ -398,20 +450,69 @@ def launch_register_blocked(y, x, w, bias):
 #
 # The GEMM parts (A = W' loads, shared-memory stages, the warp-tiled multiply-adds, double
 # buffering with two tiles per trip) are module 02's (kl.sgemm.warptile_parts); only the B loader
-# (gather_x_hoisted, or 03.2's gather_x, and stash_x) and the NCHW epilogue are new.
+# (03.2's gather: make_gather_fast, or the learner's, and stash_x) and the NCHW epilogue are new.
 
-IGEMM_TILES = _sizes(
-    gpu=dict(c=dict(bm=64, bn=128, bk=16, wm=64, wn=32, tm=8, tn=4, threads=128, max_registers=168)),
-    sim=dict(c=dict(bm=32, bn=32, bk=8, wm=32, wn=16, tm=4, tn=4, threads=64)),
-).c
+_IGEMM_GPU = dict(bm=64, bn=128, bk=16, wm=64, wn=32, tm=8, tn=4, threads=128, max_registers=168)
+IGEMM_TILES = _sizes(gpu=dict(c=_IGEMM_GPU), sim=dict(c=dict(bm=32, bn=32, bk=8, wm=32, wn=16, tm=4, tn=4,
+                                                               threads=64, max_registers=None))).c
 
 
-def igemm_tiles(**kw):
+def igemm_tiles(*, gpu=False, **kw):
     """A double-buffered :class:`kernel_lab.sgemm.GemmTiles` for the implicit GEMM: bm tiles C_out,
-    bn tiles the pixels of one image, bk the (window position, channel) axis."""
+    bn tiles the pixels of one image, bk the (window position, channel) axis. ``gpu=True``: the GPU's
+    tiles wherever this runs (a check of the GPU's configuration in the simulator)."""
     from ..sgemm import GemmTiles
 
-    return GemmTiles(**{**IGEMM_TILES, **kw, "double_buffer": True})
+    return GemmTiles(**{**(_IGEMM_GPU if gpu else IGEMM_TILES), **kw, "double_buffer": True})
+
+
+def gather_layout(cfg):
+    """(TPR, RP, NQ, NR): how the threads of a block share the gathered BK x BN tile of X_b. TPR
+    threads sit side by side on a row of the tile, each on its own pixel column (neighbouring lanes
+    on neighbouring pixels: coalesced loads); RP rows are loaded side by side; a thread loads NQ pixel
+    columns, TPR apart, and NR rows of each, RP apart (rows r0, r0 + RP, ... with r0 = t // TPR)."""
+    tpr = min(cfg.threads, cfg.bn)
+    rp = cfg.threads // tpr
+    if cfg.threads % tpr or cfg.bn % tpr or cfg.bk % rp:
+        raise KernelLabArgumentError(f"{cfg.label()}: the gather needs threads a multiple of bn or bn of threads, "
+                                     "and bk a multiple of threads / bn")
+    return tpr, rp, cfg.bn // tpr, cfg.bk // rp
+
+
+@functools.cache
+def make_gather_fast(cfg):
+    """03.2's last gather (exercise 8) for the tile configuration ``cfg``."""
+    TPR, RP, NQ, NR = gather_layout(cfg)
+
+    @cuda.jit(device=True, forceinline=True)
+    def gather_x_fast(x, rb, xb, c0, di, dj, ph, pw, cin, h, wd, t):
+        """Device memory -> registers: this thread's share of the next BK x BN tile of X_b = im2col(x[b]).
+        The tile is one window offset (di, dj) = (i - 1, j - 1) and channels c0 .. c0 + BK - 1; x[b]
+        starts at xb; the thread's pixels are (ph[u], pw[u]), its rows r0, r0 + RP, ...
+
+        03.2's gather_x with two changes: the rows still inside C_in decided once per tile, with a
+        branch that loads without any test when every row is a real channel, and an unsigned index
+        (no wrap-around test for a negative one)."""
+        r0 = t // TPR
+        hw = h * wd
+        for u in range(NQ):
+            hh, ww = ph[u] + di, pw[u] + dj
+            rows = cin - c0 - r0  # rows of this thread still inside C_in (C_pad may be larger)
+            if not (0 <= hh and hh < h and 0 <= ww and ww < wd):
+                rows = 0  # the padding: the whole column of this tile is 0, one test per tile
+            # An unsigned index (Numba then skips the wrap-around test for negative indices): the
+            # first element of this thread's column, or the image's start where nothing is loaded.
+            idx = np.uint64(xb + (c0 + r0) * hw + hh * wd + ww if rows > 0 else xb)
+            if rows >= NR * RP:  # the usual case, a pixel inside and every channel real: no tests
+                for v in range(NR):
+                    rb[u * NR + v] = x[idx]
+                    idx += np.uint64(RP * hw)  # the next row of the tile: RP channels further
+            else:
+                for v in range(NR):
+                    rb[u * NR + v] = x[idx] if v * RP < rows else float32(0)
+                    idx += np.uint64(RP * hw)
+
+    return gather_x_fast
 
 
 def padded_cin(cin: int, bk: int) -> int:
@@ -446,8 +547,9 @@ _IGEMM_KERNELS: dict = {}
 
 def igemm_kernel(cfg, gather=None):
     """The implicit-GEMM kernel for tile configuration ``cfg`` (a double-buffered GemmTiles), built
-    from module 02's parts. ``gather`` replaces the package's loader, ``gather_x_hoisted`` (a device
-    function with 03.2's ``gather_x`` signature)."""
+    from module 02's parts. ``gather`` replaces the package's loader, ``make_gather_fast(cfg)`` (a
+    device function with 03.2's ``gather_x`` signature, made for ``cfg``: its layout is
+    :func:`gather_layout`'s)."""
     from .. import sgemm
 
     key = (cfg, gather)
@@ -456,50 +558,17 @@ def igemm_kernel(cfg, gather=None):
     if not cfg.double_buffer:
         raise KernelLabArgumentError("the implicit GEMM is built on the double-buffered loop: double_buffer=True")
     parts = sgemm.warptile_parts(cfg)
-    BM, BN, BK, TM, TN, THREADS = cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn, cfg.threads
+    BM, BN, BK, TM, TN = cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn
     WMI, WNI = cfg.wm_iter, cfg.wn_iter
     RM, RN, RA, RB = parts.rm, parts.rn, parts.ra, parts.rb
-    # The gathered B tile (BK x BN): TPR threads side by side on a row, each on one pixel column
-    # (neighbouring lanes on neighbouring pixels: coalesced); RP rows per pass. A thread keeps the
-    # same NQ columns for the whole K loop, so their (h, w) are worked out once per block.
-    TPR = min(THREADS, BN)
-    RP = THREADS // TPR
-    NQ, NR = BN // TPR, BK // RP
-    if THREADS % TPR or BN % TPR or BK % RP or NQ * NR != RB:
-        raise KernelLabArgumentError(f"{cfg.label()}: the gather needs threads a multiple of bn or bn of threads")
+    TPR, RP, NQ, NR = gather_layout(cfg)  # the gathered B tile: see gather_layout
+    if NQ * NR != RB:
+        raise KernelLabArgumentError(f"{cfg.label()}: the gather's {NQ} x {NR} values a thread are not the "
+                                     f"GEMM's {RB} B values a thread")
     fetch_a, stash_a, compute_stage, lane_map, st4 = (parts.fetch_a, parts.stash_a, parts.compute_stage,
                                                       parts.lane_map, parts.st4)
     FAR = -(1 << 20)  # a row that is never inside the image: columns past the last pixel read 0
-
-    @cuda.jit(device=True, forceinline=True)
-    def gather_x_hoisted(x, rb, xb, c0, di, dj, ph, pw, cin, h, wd, t):
-        """Device memory -> registers: this thread's share of the next BK x BN tile of X_b = im2col(x[b]).
-        The tile is one window offset (di, dj) = (i - 1, j - 1) and channels c0 .. c0 + BK - 1; x[b]
-        starts at xb; the thread's pixels are (ph[u], pw[u]), its rows r0, r0 + RP, ...
-
-        03.2's gather_x (the learner's) with two changes its measurement reading describes: the rows
-        still inside C_in decided once per tile, with a branch that loads without any test when every
-        row is a real channel, and an unsigned index (no wrap-around test for a negative one)."""
-        r0 = t // TPR
-        hw = h * wd
-        for u in range(NQ):
-            hh, ww = ph[u] + di, pw[u] + dj
-            rows = cin - c0 - r0  # rows of this thread still inside C_in (C_pad may be larger)
-            if not (0 <= hh and hh < h and 0 <= ww and ww < wd):
-                rows = 0  # the padding: the whole column of this tile is 0, one test per tile
-            # An unsigned index (Numba then skips the wrap-around test for negative indices): the
-            # first element of this thread's column, or the image's start where nothing is loaded.
-            idx = np.uint64(xb + (c0 + r0) * hw + hh * wd + ww if rows > 0 else xb)
-            if rows >= NR * RP:  # the usual case, a pixel inside and every channel real: no tests
-                for v in range(NR):
-                    rb[u * NR + v] = x[idx]
-                    idx += np.uint64(RP * hw)  # the next row of the tile: RP channels further
-            else:
-                for v in range(NR):
-                    rb[u * NR + v] = x[idx] if v * RP < rows else float32(0)
-                    idx += np.uint64(RP * hw)
-
-    GATHER = gather or gather_x_hoisted
+    GATHER = gather or make_gather_fast(cfg)
 
     @cuda.jit(device=True, forceinline=True)
     def stash_x(b_t, s, rb, t):
@@ -632,8 +701,8 @@ def igemm_launcher(cfg=None, *, prepared=None, gather=None):
 
     def launch(y, x, w, bias):
         if stub:  # the course's exercise before it is done: say so, instead of a GEMM of garbage registers
-            raise NotImplementedError("gather_x's body is still `pass`: it must fill rb with this thread's share "
-                                      "of the tile")
+            raise NotImplementedError(f"{getattr(gather, '__name__', 'gather_x')}'s body is still `pass`: it must "
+                                      "fill rb with this thread's share of the tile")
         b, cin, h, wd = x.shape
         cout = y.shape[1]
         raw = w.ndim == 4
@@ -661,32 +730,37 @@ def igemm_launcher(cfg=None, *, prepared=None, gather=None):
 IGEMM_TILES_NARROW = dict(bm=32, bn=128, bk=16, wm=32, wn=32, tm=4, tn=4, threads=128)
 
 
-def igemm_tiles_for(cout: int):
-    """The tile configuration for ``cout`` output channels: a tile no taller than C_out needs."""
-    if cout <= 32 and not on_simulator():
-        return igemm_tiles(**{**IGEMM_TILES_NARROW, "max_registers": None})
-    return igemm_tiles()
+def igemm_tiles_for(cout: int, *, gpu=False):
+    """The tile configuration for ``cout`` output channels: a tile no taller than C_out needs (the
+    GPU's tiles; the simulator's sizes have one configuration). ``gpu=True``: the GPU's choice
+    wherever this runs."""
+    if cout <= 32 and (gpu or IGEMM_TILES is _IGEMM_GPU):
+        return igemm_tiles(gpu=True, **{**IGEMM_TILES_NARROW, "max_registers": None})
+    return igemm_tiles(gpu=gpu)
 
 
-def igemm_auto_launcher(gather=None):
+def igemm_auto_launcher(make_gather=None, *, gpu=False):
     """``launch(y, x, w, bias)`` choosing the tiles by C_out (:func:`igemm_tiles_for`), one compiled
-    kernel per configuration; ``launch.prepare`` as :func:`igemm_launcher`'s (the K step, 16, is the
-    same for every configuration on a GPU)."""
+    kernel per configuration, each with the gather ``make_gather(cfg)`` (default: the package's
+    :func:`make_gather_fast`; 03.2 passes the learner's factory); ``launch.prepare`` as
+    :func:`igemm_launcher`'s (the K step is the same for every configuration of a backend).
+    ``gpu=True``: the GPU's tiles wherever this runs."""
+    make_gather = make_gather or make_gather_fast
     runs = {}
 
     def launch(y, x, w, bias):
-        cfg = igemm_tiles_for(y.shape[1])
+        cfg = igemm_tiles_for(y.shape[1], gpu=gpu)
         if cfg not in runs:
-            runs[cfg] = igemm_launcher(cfg, gather=gather)
+            runs[cfg] = igemm_launcher(cfg, gather=make_gather(cfg))
         runs[cfg](y, x, w, bias)
-    launch.prepare = lambda w: prepare_weights(w, igemm_tiles().bk)
+    launch.prepare = lambda w: prepare_weights(w, igemm_tiles(gpu=gpu).bk)
     return launch
 
 
 VARIANTS = {
     "direct (i,j,c) + separate ReLU": launch_unfused,
     "fused (i,j,c)": launcher(conv_fused_hwc),
-    "fused, C_in outermost": launcher(conv_fused_c_outer),
+    "fused, C_in outermost": launcher(conv3x3_fused),
     "bias in constant memory": launch_const_bias,
     "weights in shared memory": launch_smem_weights,
     "input tile + halo in shared memory": launch_smem_tile,
