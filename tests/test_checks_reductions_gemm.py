@@ -453,14 +453,15 @@ def make(cfg):
 
 
 def dgemm_with_step(old="", new=""):
-    """The package's DGEMM (the GPU's tiles: 1 x 2 warp steps a lane) with 02.4's step, edited."""
+    """The package's DGEMM with 02.4's step, edited, at the simulator's tiles: the GPU's thread tile
+    (2 x 2 warp steps of 4 x 4 a lane) in one warp, so a mistake along either step shows."""
     from kernel_lab.vector_loads import load2
 
     source = DGEMM_STEP.replace(old, new) if old else DGEMM_STEP
     assert old == "" or source != DGEMM_STEP
     namespace = {"cuda": cuda, "load2": load2, "float32": float32}
     exec(source, namespace)  # noqa: S102 - a kernel of the test's own, edited
-    cfg = sgemm.DGEMM_TILES_GPU
+    cfg = sgemm.DGEMM_TILES_SIM
     return sgemm.warptile_launcher(cfg, compute_k=namespace["make"](cfg)), cfg
 
 
