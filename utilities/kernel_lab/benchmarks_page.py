@@ -136,7 +136,20 @@ def gpu_of(nb) -> str | None:
     return None
 
 
-_BEST = re.compile(r"^your best kernel (?:\((?P<name>[^)]*)\))?:?\s*(?P<rest>.*)$", re.M)
+_BEST = re.compile(r"^your best kernel(?P<tail>.*)$", re.M)
+
+
+def _split_best(tail: str) -> tuple[str, str]:
+    """(kernel, what it reached) from the text after "your best kernel": the name is everything inside
+    the first parentheses, which may nest ("fast gather (yours) (8, 128, 128, 512)")."""
+    tail = tail.strip()
+    if tail.startswith("("):
+        depth = 0
+        for i, ch in enumerate(tail):
+            depth += {"(": 1, ")": -1}.get(ch, 0)
+            if depth == 0:
+                return tail[1:i], tail[i + 1:].lstrip(":").strip()
+    return "", tail.lstrip(":").strip()
 
 
 def best_lines(nb) -> list[tuple[str, str]]:
@@ -146,8 +159,9 @@ def best_lines(nb) -> list[tuple[str, str]]:
     for cell in nb.cells:
         for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
             for m in _BEST.finditer(readings._output_text(output)):
-                if "timing skipped" not in m.group("rest"):
-                    found.append((m.group("name") or "", m.group("rest").strip()))
+                name, rest = _split_best(m.group("tail"))
+                if "timing skipped" not in rest:
+                    found.append((name, rest))
     return found
 
 
