@@ -93,7 +93,7 @@ def child(args):
 
     if args.cache_dir:
         os.environ["KERNEL_LAB_CACHE_DIR"] = args.cache_dir
-    if args.no_codegen_cache:  # gemm._nvmath() would switch them on
+    if args.no_codegen_cache:  # toolchain.device_api() would switch them on
         os.environ["KERNEL_LAB_NO_CODEGEN_CACHE"] = "1"
     if args.no_cubin_cache:
         os.environ["KERNEL_LAB_NO_CUBIN_CACHE"] = "1"

@@ -20,7 +20,7 @@ from numba import cuda  # noqa: E402
 
 from kernel_lab import CheckFailed  # noqa: E402
 from kernel_lab.checks import quantization as checks  # noqa: E402
-from kernel_lab.quant import dp4a as dp4a_mod  # noqa: E402
+from kernel_lab.device import dp4a as dp4a_mod  # noqa: E402
 from kernel_lab.quant import integer as ref  # noqa: E402
 from kernel_lab.quant import kernels as K  # noqa: E402
 from kernel_lab.quant import int4 as I4  # noqa: E402  (05.2's kernels, the notebook's names)

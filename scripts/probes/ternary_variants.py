@@ -27,7 +27,7 @@ from numba import cuda, float32, int32  # noqa: E402
 
 from kernel_lab.checks import quantization as checks  # noqa: E402
 from kernel_lab.quant import kernels as qk  # noqa: E402
-from kernel_lab.quant.dp4a import dp4a  # noqa: E402
+from kernel_lab.device.dp4a import dp4a  # noqa: E402
 
 W8 = 8
 

@@ -216,7 +216,7 @@ from numba import cuda, float32, int32, uint32, uint64  # noqa: E402  (after ker
 from kernel_lab.quant import integer as qref  # noqa: E402
 from kernel_lab.quant import kernels as qk  # noqa: E402
 from kernel_lab.quant import w4a8_mma as wm  # noqa: E402
-from kernel_lab.quant.dp4a import EVEN_BYTES, ODD_BYTES, byte_perm, dp4a  # noqa: E402
+from kernel_lab.device.dp4a import EVEN_BYTES, ODD_BYTES, byte_perm, dp4a  # noqa: E402
 from kernel_lab.vector_loads import load4  # noqa: E402
 
 MT = 4  # activation rows per pass over the weights (accumulators in registers)

@@ -30,8 +30,10 @@ Numba's CUDA simulator (no GPU found: simulator). The modules, one job each:
   BENCHMARKS.md and docs/mistakes.md, generated
 - attention: module 04 (float64 references and the online softmax in NumPy with its classic
   mistakes, CUDA-core kernels, the cuBLASDx tensor-core forward)
-- quant: module 05, quantization formats in NumPy and the integer kernels (``quant.kernels``, DP4A in
-  ``quant.dp4a``)
+- device: the bottom layer, device functions a kernel calls (DP4A and PRMT in ``device.dp4a``; the
+  top-level vector_loads, bitcast, acquire, cache_hint_loads and mma_ptx belong to it too).
+  tests/test_package_layers.py holds the layers: nothing imports upward, no two parts import each other
+- quant: module 05, quantization formats in NumPy and the integer kernels (``quant.kernels``)
 - quant.fp8, quant.microscaling, quant.float_kernels: module 05's floating-point formats (FP8 E4M3/E5M2,
   E2M1, NVFP4, MXFP4/MXFP8) as bit-exact NumPy references and as kernels
 """

@@ -6,7 +6,7 @@ warp-wide matrix multiply-accumulate ``mma.sync.m16n8k16`` (HMMA in the SASS), `
 8 x 8 tiles of 16-bit values from shared memory into the fragment layout ``mma`` wants, optionally
 transposed), and ``cp.async`` (a 16-byte copy from global to shared memory that does not pass through
 registers, so a tile can be in flight while the warp computes). Each is one line of PTX, so each is
-a Numba *intrinsic* that writes that line into the kernel's LLVM IR (as ``quant.dp4a`` does for DP4A).
+a Numba *intrinsic* that writes that line into the kernel's LLVM IR (as ``device.dp4a`` does for DP4A).
 
 The fragment layout of ``mma.m16n8k16`` (PTX ISA, "Matrix Fragments for mma.m16n8k16"), with
 ``g = lane // 4`` and ``t = lane % 4``; every register holds two 16-bit values (low half first):

@@ -43,8 +43,9 @@ from .vector_loads import load2, load4, store2, store4  # noqa: E402
 KERNEL_VERSION = "02.3"  # part of the tuner's cache key: bump it when a kernel changes
 
 # --- tile constants: GPU sizes, simulator sizes (same code) ------------------------------------
+_TILES_GPU = dict(tile=32, bm4=64, bn4=64, bk4=8, tm4=8, bm=128, bn=128, bk=8, tm=8, tn=8)
 _T = _sizes(
-    gpu=dict(tile=32, bm4=64, bn4=64, bk4=8, tm4=8, bm=128, bn=128, bk=8, tm=8, tn=8),
+    gpu=_TILES_GPU,
     sim=dict(tile=8, bm4=16, bn4=16, bk4=4, tm4=4, bm=32, bn=32, bk=8, tm=4, tn=4),
 )
 TILE = _T.tile  # kernels 1-3: TILE x TILE threads per block
@@ -52,6 +53,41 @@ BM4, BN4, BK4, TM4 = _T.bm4, _T.bn4, _T.bk4, _T.tm4  # kernel 4
 THREADS4 = BM4 * BN4 // TM4
 BM, BN, BK, TM, TN = _T.bm, _T.bn, _T.bk, _T.tm, _T.tn  # kernels 5 and 6
 THREADS5 = (BM // TM) * (BN // TN)
+
+
+def gpu_constants() -> dict:
+    """The tile constants of kernels 1-6 at the GPU's sizes wherever this runs, by the names 02.3
+    gives them (``TILE``, ``BM4`` ... ``THREADS5``). With :func:`with_constants` a check in the
+    simulator runs a kernel at the GPU's tiles too: 8 x 8 results a thread, two 16-byte loads a row
+    of them, where the simulator's 4 x 4 take one."""
+    g = _TILES_GPU
+    return dict(TILE=g["tile"], BM4=g["bm4"], BN4=g["bn4"], BK4=g["bk4"], TM4=g["tm4"],
+                THREADS4=g["bm4"] * g["bn4"] // g["tm4"], BM=g["bm"], BN=g["bn"], BK=g["bk"], TM=g["tm"],
+                TN=g["tn"], THREADS5=(g["bm"] // g["tm"]) * (g["bn"] // g["tn"]))
+
+
+def with_constants(function, **constants):
+    """``function`` (a kernel or a device function) compiled again with some of the module-level
+    names its body reads meaning other values: ``with_constants(sgemm_vectorized, **gpu_constants())``
+    is that kernel at the GPU's tiles. Names its body does not read are left out; the functions it
+    calls keep their own. A plain Python function (a launcher) comes back rebound, not compiled."""
+    import types
+
+    fn = getattr(function, "py_func", None) or getattr(function, "fn", function)  # a dispatcher, or the simulator's
+    if not isinstance(fn, types.FunctionType):
+        raise KernelLabArgumentError(f"with_constants takes a function, not {type(function).__name__}")
+    used = {name: value for name, value in constants.items() if name in fn.__code__.co_names}
+    if not used:
+        raise KernelLabArgumentError(f"{fn.__name__} reads none of {', '.join(constants)}: the names it uses are "
+                                     f"{', '.join(sorted(fn.__code__.co_names))}")
+    rebound = types.FunctionType(fn.__code__, dict(fn.__globals__, **used), fn.__name__, fn.__defaults__,
+                                 fn.__closure__)
+    if function is fn:
+        return rebound
+    device = getattr(function, "_device", None)  # the simulator's kernels say it so
+    if device is None:
+        device = bool(getattr(function, "targetoptions", {}).get("device", False))
+    return cuda.jit(device=True)(rebound) if device else cuda.jit(rebound)
 
 
 def _flat(x):
@@ -452,7 +488,7 @@ def warptile_parts(cfg: GemmTiles, *, compute_k=None):
     if compute_k is not None:  # the notebook's own step: nothing to build
         pass
     elif cfg.precision == "dp4a":  # int8 operands four to a word along K: each step is RM x RN DP4As
-        from .quant.dp4a import dp4a
+        from .device.dp4a import dp4a
 
         @cuda.jit(device=True, forceinline=True)
         def compute_k(a_t, b_t, s, k, acc, a_reg, b_reg, wr, wc, tr, tc):
@@ -843,13 +879,13 @@ def tuning_candidates(full: bool = False) -> list[GemmTiles]:
 
 def autotune(m, n, k, *, candidates=None, refresh=False, log=None, repeat=5):
     """Time each candidate configuration at (m, n, k) on this GPU, keep the fastest (cached on disk
-    with module 06's tuner, keyed by GPU, kernel version, shape). Returns the tuner's result."""
-    from .tensor_cores.tuner import Tuner
+    with the package's tuner, kernel_lab.tuner (06.4's), keyed by GPU, kernel version, shape). Returns the tuner's result."""
+    from .tuner import Tuner
 
     candidates = list(candidates) if candidates is not None else tuning_candidates()
     tuner = Tuner("sgemm_cuda_cores", kernel_version=KERNEL_VERSION)
     if on_simulator():  # no timing in the simulator: take the first that is correct
-        from .tensor_cores.tuner import TuneResult
+        from .tuner import TuneResult
 
         return TuneResult(candidates[0], None, "simulator", False, [], 0.0)
     from .bench import time_ms

@@ -371,7 +371,7 @@ class FlashBackward:
 
     def _kernel(self, grid, args):
         if self.smem_bytes > 48 * 1024 and not self._opted_in and not on_simulator():
-            from ..tensor_cores.gemm import set_max_dynamic_shared_memory
+            from ..tensor_cores.toolchain import set_max_dynamic_shared_memory
 
             set_max_dynamic_shared_memory(self.dispatcher, args, self.smem_bytes)
             self._opted_in = True

@@ -86,10 +86,10 @@ def _build(head_dim: int, block_m: int, block_n: int, threads: int, precision: s
     from numba import cuda, float32, uint16
 
     from ..tensor_cores import fragments
-    from ..tensor_cores.gemm import _nvmath
+    from ..tensor_cores.toolchain import device_api
     from ..tensor_cores.precisions import matmul_precision
 
-    nd, ndc = _nvmath()
+    nd, ndc = device_api()
     prec = matmul_precision(precision)
     common = dict(precision=prec, data_type="real", execution="Block", block_size=threads, static_block_dim=True,
                   alignment=(16, 16, 16))
@@ -220,7 +220,7 @@ class TensorCoreAttention:
                 types.Array(types.int32, 1, "C"), types.boolean, f32)
 
     def _args(self, o, lse, q, k, v, kv_lens, causal, scale):
-        from ..tensor_cores.gemm import as_device
+        from ..tensor_cores.toolchain import as_device
 
         q, k, v, o, lse = (as_device(x) for x in (q, k, v, o, lse))
         for name, x in (("q", q), ("k", k), ("v", v)):

@@ -172,10 +172,12 @@ class TiledConfig:
         return p
 
 
-def default_config(head_dim: int) -> TiledConfig:
+def default_config(head_dim: int, *, gpu: bool = False) -> TiledConfig:
     """The shape used by ``tiled_forward`` when none is given: tiny in the simulator (one warp,
-    8 query rows, 8 keys per tile, so that the checks' sequences are ragged against both)."""
-    if on_simulator():
+    8 query rows, 8 keys per tile, so that the checks' sequences are ragged against both).
+    ``gpu=True``: the GPU's shape wherever it runs, so that a check in the simulator also runs a
+    lane's four query rows and its several 16-byte chunks of V, which the simulator's shape has one of."""
+    if on_simulator() and not gpu:
         return TiledConfig(head_dim, block_n=8, tm=1, cg=4, warps=1, unroll=1)
     if head_dim <= 64:
         return TiledConfig(head_dim, block_n=32, tm=4, cg=8, warps=4)
@@ -465,7 +467,7 @@ def tiled_forward(o, lse, q, k, v, kv_lens=None, causal=False, scale=None, confi
     args = (o.reshape(o.size), lse.reshape(lse.size), q.reshape(q.size), k.reshape(k.size), v.reshape(v.size),
             _lens(kv_lens, b, nk), h, n, nk, bool(causal), np.float32(scale))
     if smem > STATIC_SMEM_LIMIT and not on_simulator() and kernel not in _OPTED_IN:
-        from ..tensor_cores.gemm import set_max_dynamic_shared_memory
+        from ..tensor_cores.toolchain import set_max_dynamic_shared_memory
 
         set_max_dynamic_shared_memory(kernel, args, smem)
         _OPTED_IN.add(kernel)

@@ -35,6 +35,7 @@ import numpy as np
 from .. import progress
 from ..check import UNIT_ROUNDOFF, CheckFailed, check_kernel, is_poison, poisoned_host
 from ..environment import on_simulator
+from ..scans import check_status_word  # noqa: F401  (lives beside the word it checks; 02.2 calls it here)
 from ..sizes import adversarial_sizes
 from ..validate import KernelLabArgumentError, require_callable
 
@@ -420,99 +421,6 @@ def check_scan(launch, *, name: str = "scan", tile: int = 256, sizes=None, seed=
     progress.passed(name)
 
 
-def _status_roundtrip_kernel(pack, unpack):
-    # `cuda` bound as a module global: the simulator gives a kernel its own `cuda` through the
-    # kernel's globals, which a name imported into a function's scope would bypass.
-    global cuda
-    from numba import cuda
-
-    @cuda.jit
-    def roundtrip(flags, values, words, flags_out, values_out):
-        i = cuda.grid(1)
-        if i < flags.size:
-            w = pack(flags[i], values[i])
-            words[i] = w
-            f, v = unpack(w)
-            flags_out[i] = f
-            values_out[i] = v
-
-    return roundtrip
-
-
-def check_status_word(pack, unpack, *, name: str = "status word", quiet: bool = False) -> None:
-    """``pack(flag, value)`` -> uint64 with ``flag`` in bits 32-63 and the bits of float32 ``value``
-    in bits 0-31; ``unpack(word)`` -> ``(flag, value)``. Both are ``cuda.jit(device=True)``
-    functions; they run in a kernel over values chosen to expose the classic mistakes (negative
-    values, -0.0, infinities, a subnormal, non-integers) with each published flag."""
-    from numba import cuda
-
-    require_callable(pack, "pack")
-    require_callable(unpack, "unpack")
-    roundtrip = _status_roundtrip_kernel(pack, unpack)
-
-    base = np.array([1.5, -1.5, 0.0, -0.0, 3.0e38, -3.0e38, 1e-45, -2.0, 0.1, np.inf, -np.inf, 7.0, -0.75],
-                    np.float32)
-    values = np.concatenate([base, base])
-    flags = np.repeat(np.array([1, 2], np.int32), base.size)
-    n = values.size
-    words = cuda.to_device(np.full(n, 0xDEADBEEFDEADBEEF, np.uint64))
-    flags_out = cuda.to_device(np.full(n, -7, np.int32))
-    values_out = cuda.to_device(poisoned_host(n, np.float32))
-    try:
-        roundtrip[1, 32](cuda.to_device(flags), cuda.to_device(values), words, flags_out, values_out)
-        cuda.synchronize()
-    except CheckFailed:
-        raise
-    except Exception as exc:  # a typing error in the learner's functions: say where
-        raise CheckFailed(f"{name}: pack/unpack could not run in a kernel: {type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''}. pack(flag, value) returns a uint64; "
-                          "unpack(word) returns (flag, value) as a tuple.") from None
-    got = words.copy_to_host()
-    if np.all(got == 0):
-        raise CheckFailed(f"{name}: the exercise is not done yet (pack returns 0 for every flag and value)")
-    bits = values.view(np.uint32).astype(np.uint64)
-    want = (flags.astype(np.uint64) << np.uint64(32)) | bits
-    wrong = np.flatnonzero(got != want)
-    if wrong.size:
-        i = int(wrong[0])
-        high, low = int(got[i]) >> 32, int(got[i]) & 0xFFFFFFFF
-        where = f"pack({flags[i]}, {float(values[i])!r}) = {int(got[i]):#018x}, expected {int(want[i]):#018x}"
-        negative = values.view(np.int32) < 0
-        if np.all(got[~negative] == want[~negative]) and high == 0xFFFFFFFF:
-            why = ("the value's bits went through a signed integer: widening a negative int32 to 64 bits copies "
-                   "its sign bit into the high half, over the flag. Widen the unsigned bits: "
-                   "uint64(kl.float_bits(value)), or mask the low half with & 0xFFFFFFFF.")
-        elif low == int(flags[i]) and high == int(bits[i]):
-            why = "the halves are swapped: the flag goes in the high 32 bits (<< 32), the value's bits in the low."
-        elif high == int(flags[i]) and np.isfinite(values[i]) and low != int(bits[i]) \
-                and low == (int(np.trunc(values[i])) & 0xFFFFFFFF):
-            why = ("the value was converted to an integer (1.5 became 1), not reinterpreted: put its bits in the "
-                   "word with kl.float_bits(value).")
-        elif high != int(flags[i]):
-            why = "the flag is not in bits 32-63: shift it, uint64(flag) << 32."
-        else:
-            why = "the low 32 bits are not the value's float32 bits: use kl.float_bits(value)."
-        raise CheckFailed(f"{name}: {where}.\n{why}")
-    f_out, v_out = flags_out.copy_to_host(), values_out.copy_to_host()
-    bad_flag = np.flatnonzero(f_out != flags)
-    if bad_flag.size:
-        i = int(bad_flag[0])
-        raise CheckFailed(f"{name}: unpack of {int(want[i]):#018x} gave flag {int(f_out[i])}, expected {flags[i]}: "
-                          "the flag is the high half, int32(word >> 32).")
-    bad_value = np.flatnonzero(v_out.view(np.uint32) != values.view(np.uint32))
-    if bad_value.size:
-        i = int(bad_value[0])
-        low = int(want[i]) & 0xFFFFFFFF
-        hint = ("it converted the bits' integer value to a float; reinterpret them with "
-                "kl.bits_float(uint32(word & 0xFFFFFFFF))." if v_out[i] == np.float32(low) else
-                "the value is the low half's bits read as a float32: kl.bits_float(uint32(word & 0xFFFFFFFF)).")
-        raise CheckFailed(f"{name}: unpack of {int(want[i]):#018x} gave value {float(v_out[i])!r}, expected {float(values[i])!r}: "
-                          f"{hint}")
-    if quiet:
-        return
-    agree = f"pack and unpack agree bit for bit on {n} (flag, value) pairs, negatives, -0.0 and infinities included"
-    print(f"{name}: {agree}")
-    progress.passed(name)
 
 
 # ================================================================================================

@@ -756,7 +756,7 @@ def check_cache_lookup(lookup, *, name: str = "tuner cache lookup") -> None:
     None when there is no entry for that key or its winner is no longer a candidate."""
     from dataclasses import dataclass
 
-    from ..tensor_cores.tuner import config_to_dict
+    from ..tuner import config_to_dict
 
     require_callable(lookup, "lookup")
 

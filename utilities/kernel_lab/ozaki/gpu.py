@@ -356,9 +356,9 @@ def reconstruct_kernel(slices: int, from_pairs: bool):
 @functools.lru_cache(maxsize=None)
 def matmul_description(cfg: OzakiConfig):
     """The cuBLASDx description every module-07 pipeline kernel uses (int8 x int8 -> int32)."""
-    from ..tensor_cores.gemm import _nvmath
+    from ..tensor_cores.toolchain import device_api
 
-    nd, _ = _nvmath()
+    nd, _ = device_api()
     from nvmath.device.cublasdx import MAX_ALIGNMENT
 
     problems = cfg.problems()
@@ -570,7 +570,7 @@ def compile_once(kernel, args, smem: int, seconds: dict, key) -> None:
     ``key``; the compile time goes into ``seconds[key]``."""
     if key in seconds:
         return
-    from ..tensor_cores.gemm import set_max_dynamic_shared_memory
+    from ..tensor_cores.toolchain import set_max_dynamic_shared_memory
 
     t0 = time.perf_counter()
     set_max_dynamic_shared_memory(kernel, args, smem)  # compiles for these argument types

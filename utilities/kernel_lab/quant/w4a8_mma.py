@@ -72,8 +72,8 @@ from ..environment import on_simulator
 from ..mma_ptx import mma_s8
 from ..validate import KernelLabArgumentError
 from ..vector_loads import load4
-from .dp4a import EVEN_BYTES, ODD_BYTES, byte_perm
-from .kernels import int4_halves_x16
+from ..device.dp4a import EVEN_BYTES, ODD_BYTES, byte_perm
+from .w4a8 import int4_halves_x16
 
 from numba import cuda, float32, int32, uint64  # noqa: E402  (after kernel_lab)
 
@@ -353,7 +353,7 @@ def launch_w4a8_mma(out, a32, a_scale, w32, w_scales, **params):
     :func:`kernel_tokens_inner`); any other name is an error. Rows whose packed length is not a
     whole number of 128-value groups (16 words), and GPUs older than compute capability 8.0, take
     the DP4A kernel (``kernels.launch_w4a8_gemm_words``)."""
-    from .kernels import launch_w4a8_gemm_words
+    from .w4a8 import launch_w4a8_gemm_words
 
     m, n = out.shape
     unknown = sorted(set(params) - PARAMS)

@@ -207,7 +207,7 @@ class AsyncGemm:
         return f"cp.async, {self.layout} layouts, {self.stages} stages"
 
     def _args(self, a, b, out):
-        from .gemm import as_device
+        from .toolchain import as_device
 
         a, b, out = as_device(a), as_device(b), as_device(out)
         for name, x, dt in (("a", a, np.float16), ("b", b, np.float16), ("out", out, np.float32)):
@@ -226,7 +226,7 @@ class AsyncGemm:
 
     def launcher(self, a, b, out):
         """A no-argument function that launches this kernel on these arrays (for kl.benchmark)."""
-        from .gemm import launch_types, set_max_dynamic_shared_memory
+        from .toolchain import launch_types, set_max_dynamic_shared_memory
 
         args, grid = self._args(a, b, out)
         if self.compile_seconds is None:
@@ -260,7 +260,7 @@ class AsyncConv(AsyncGemm):
         return f"implicit GEMM, cp.async, {self.layout} layouts, {self.stages} stages"
 
     def _args(self, x, wmat, out):
-        from .gemm import as_device
+        from .toolchain import as_device
 
         g = self.geometry
         x, wmat, out = as_device(x), as_device(wmat), as_device(out)

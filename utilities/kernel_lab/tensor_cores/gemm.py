@@ -52,21 +52,15 @@ from . import fragments as _fragments
 from . import validate as _validate
 from .configs import GemmConfig, PipelineConfig
 from .precisions import host_dtype, matmul_precision
+from .toolchain import (
+    as_device,
+    device_api,
+    launch_types,
+    set_max_dynamic_shared_memory,
+)
 
 KERNEL_VERSION = "06.4"  # part of every tuner cache key: bump it when a kernel changes (06.3: whole-tile vector
 # stores; 06.4: the persistent schedule, element-wise epilogues in chunks of loads)
-
-
-def _nvmath():
-    """Import the device API (and switch the code-generation and cubin caches on) on first use."""
-    from . import codegen_cache, cubin_cache
-
-    codegen_cache.enable()
-    cubin_cache.enable()
-    import nvmath.device as nd
-    from nvmath.device import common as ndc
-
-    return nd, ndc
 
 
 def _bits_dtype(prec: str):
@@ -75,33 +69,12 @@ def _bits_dtype(prec: str):
             "int4": np.uint8}[prec]
 
 
-def as_device(x):
-    """A Numba device-array view of a CuPy, PyTorch or Numba GPU array (no copy)."""
-    from numba import cuda
-
-    if hasattr(x, "copy_to_host") and hasattr(x, "__cuda_array_interface__"):
-        return x
-    if hasattr(x, "__cuda_array_interface__"):
-        return cuda.as_cuda_array(x)
-    raise _validate.GemmArgumentError(f"expected an array on the GPU (CuPy, PyTorch or Numba), got "
-                                      f"{type(x).__name__}; copy it with cupy.asarray(...) or cuda.to_device(...)")
-
-
 def _bits_view(arr, prec):
     """View a device array's elements as the loader's bit type (same size, no copy)."""
     want = np.dtype(_bits_dtype(prec))
     if arr.dtype == want:
         return arr
     return arr.view(want)
-
-
-def launch_types(dispatcher, args) -> tuple:
-    """The Numba types a launch of ``dispatcher`` gives ``args``.
-
-    Uses the CUDA target's own ``typeof`` (through the dispatcher), which knows the types that
-    nvmath-python registers there (``DevicePipeline``); ``numba.typeof`` does not.
-    """
-    return tuple(dispatcher.typeof_pyval(a) for a in args)
 
 
 class CompiledKernel:
@@ -128,7 +101,7 @@ def _build_block_kernel(cfg: GemmConfig, epilogue: _epilogues.Epilogue, operand_
                         fragment: str = "registers", load_a=None, load_b=None):
     from numba import cuda
 
-    nd, ndc = _nvmath()
+    nd, ndc = device_api()
     prec = cfg.precision
     acc_np = np.int32 if prec in ("int8", "int4") else np.float32
     mm_prec = matmul_precision(prec)
@@ -571,7 +544,7 @@ def band_walk(group: int):
 def _build_pipeline_kernel(cfg: PipelineConfig, epilogue: _epilogues.Epilogue):
     from numba import cuda
 
-    nd, ndc = _nvmath()
+    nd, ndc = device_api()
     from nvmath.device import make_tensor
     from nvmath.device.cublasdx import MAX_ALIGNMENT
     from nvmath.device.cublasdx_numba import pipeline_extensions
@@ -696,32 +669,6 @@ def _build_pipeline_kernel(cfg: PipelineConfig, epilogue: _epilogues.Epilogue):
 
     body = persistent_kernel if GROUP else kernel
     return MM, cuda.jit(body, extensions=pipeline_extensions, launch_bounds=(NT, 1))
-
-
-def set_max_dynamic_shared_memory(dispatcher, args, nbytes: int):
-    """Allow a kernel more than 48 KB of dynamic shared memory (compiles it for ``args`` first)."""
-    from cuda.bindings import driver as drv
-
-    compiled = dispatcher.compile(launch_types(dispatcher, args))
-    cufunc = compiled.library.get_cufunc()
-    attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-    handle = cufunc.handle
-    errors = []
-    try:  # numba-cuda >= 0.2x loads kernels as CUkernel (library API)
-        err, = drv.cuKernelSetAttribute(attr, int(nbytes), handle, cufunc.device.id)
-        if err == drv.CUresult.CUDA_SUCCESS:
-            return
-        errors.append(f"cuKernelSetAttribute: {err}")
-    except Exception as exc:  # noqa: BLE001 - try the function API next
-        errors.append(f"cuKernelSetAttribute: {exc}")
-    try:
-        err, = drv.cuFuncSetAttribute(getattr(handle, "value", handle), attr, int(nbytes))
-        if err == drv.CUresult.CUDA_SUCCESS:
-            return
-        errors.append(f"cuFuncSetAttribute: {err}")
-    except Exception as exc:  # noqa: BLE001
-        errors.append(f"cuFuncSetAttribute: {exc}")
-    raise RuntimeError(f"could not allow {nbytes} bytes of dynamic shared memory: " + "; ".join(errors))
 
 
 class PipelineGemm(CompiledKernel):

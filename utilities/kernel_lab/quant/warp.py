@@ -1,0 +1,31 @@
+"""Warp-wide reductions the quantization kernels share (butterfly shuffles, the result in every lane):
+05.1's absmax, 05.2's INT4 groups, 05.5's ternary GEMMs, 05.6's W4A8. They sit below ``kernels`` and
+``w4a8`` so that both may call them (``kernels`` keeps the names for the notebooks' imports)."""
+
+from __future__ import annotations
+
+from numba import cuda  # after kernel_lab chose GPU or simulator (the package's __init__ runs first)
+
+
+@cuda.jit(device=True)
+def warp_max_f32(v):
+    """The maximum over the warp, in every lane (butterfly shuffles; a constant-step loop, because a
+    loop over a tuple of offsets does not compile for the GPU)."""
+    off = 16
+    while off > 0:
+        v = max(v, cuda.shfl_xor_sync(0xFFFFFFFF, v, off))
+        off //= 2
+    return v
+
+
+@cuda.jit(device=True)
+def warp_sum(v):
+    """The sum of ``v`` (float32 or int32) over the warp, in every lane (butterfly shuffles)."""
+    off = 16
+    while off > 0:
+        v += cuda.shfl_xor_sync(0xFFFFFFFF, v, off)
+        off //= 2
+    return v
+
+
+warp_sum_f32 = warp_sum  # the name notebook 05.6 imports
