@@ -10,7 +10,8 @@ Numba's CUDA simulator (no GPU found: simulator). The modules, one job each:
 - sizes: problem sizes that know whether they run on a GPU or the simulator
 - validate: clear errors for bad arguments to any helper
 - check: comparing a kernel's output with a float64 NumPy reference, and explaining failures
-- bench: timing with CUDA events, rooflines measured on this GPU, comparison with a library
+- bench: timing with CUDA events, rooflines measured on this GPU, comparison with a library;
+  tuner: time candidate configurations once, keep the fastest on disk (02.3's SGEMM, 06.4)
 - plots: bar charts and roofline charts of benchmark results
 - exercises: writes course/ (exercise notebooks) from solutions/
 - simulator: the simulator's missing pieces (warp operations, race detection, block schedules, ...)

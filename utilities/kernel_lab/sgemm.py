@@ -879,7 +879,8 @@ def tuning_candidates(full: bool = False) -> list[GemmTiles]:
 
 def autotune(m, n, k, *, candidates=None, refresh=False, log=None, repeat=5):
     """Time each candidate configuration at (m, n, k) on this GPU, keep the fastest (cached on disk
-    with the package's tuner, kernel_lab.tuner (06.4's), keyed by GPU, kernel version, shape). Returns the tuner's result."""
+    with the package's tuner, :mod:`kernel_lab.tuner`, keyed by GPU, kernel version, shape). Returns the
+    tuner's result."""
     from .tuner import Tuner
 
     candidates = list(candidates) if candidates is not None else tuning_candidates()

@@ -793,7 +793,7 @@ def _supported() -> str | None:
 def enable(cache_dir: str | os.PathLike | None = None, *, quiet: bool = True) -> CodegenCache | None:
     """Install the cache (once per process); return it, or None when it is off or unsupported.
 
-    Call it before the first kernel is compiled. ``kernel_lab.tensor_cores.gemm`` calls it for you.
+    Call it before the first kernel is compiled. ``kernel_lab.tensor_cores.toolchain.device_api`` calls it for you.
     """
     global _ACTIVE
     if os.environ.get("KERNEL_LAB_NO_CODEGEN_CACHE"):
