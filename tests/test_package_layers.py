@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
+from itertools import pairwise
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,18 +92,11 @@ def imports(package: Path) -> dict[str, dict[str, int]]:
         is_pkg = path.name == "__init__.py"
         here = name.split(".") if is_pkg else name.split(".")[:-1]
         found: dict[str, int] = {}
-
-        def add(target: str, line: int) -> None:
-            while target not in files and "." in target:  # kernel_lab.x.y.Name -> kernel_lab.x.y
-                target = target.rsplit(".", 1)[0]
-            if target in files and target != name:
-                found.setdefault(target, line)
-
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name.split(".")[0] == "kernel_lab":
-                        add(alias.name, node.lineno)
+                        _add(files, found, name, alias.name, node.lineno)
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = here[:len(here) - (node.level - 1)]
@@ -112,9 +106,17 @@ def imports(package: Path) -> dict[str, dict[str, int]]:
                 if module.split(".")[0] != "kernel_lab":
                     continue
                 for alias in node.names:  # `from pkg import sub` names a module; `from mod import f` not
-                    add(f"{module}.{alias.name}" if f"{module}.{alias.name}" in files else module, node.lineno)
+                    sub = f"{module}.{alias.name}"
+                    _add(files, found, name, sub if sub in files else module, node.lineno)
         graph[name] = found
     return graph
+
+
+def _add(files, found: dict[str, int], name: str, target: str, line: int) -> None:
+    while target not in files and "." in target:  # kernel_lab.x.y.Name -> kernel_lab.x.y
+        target = target.rsplit(".", 1)[0]
+    if target in files and target != name:
+        found.setdefault(target, line)
 
 
 def part_of(module: str) -> str | None:
@@ -122,9 +124,9 @@ def part_of(module: str) -> str | None:
     for _, parts in LAYERS:
         for p in parts:
             full = _full(p)
-            if module == full or (p != "kernel_lab" and module.startswith(full + ".")):
-                if best is None or len(full) > len(best):
-                    best = full
+            inside = module == full or (p != "kernel_lab" and module.startswith(full + "."))
+            if inside and (best is None or len(full) > len(best)):
+                best = full
     return best
 
 
@@ -211,7 +213,7 @@ def layer_problems(package: Path = PACKAGE) -> list[str]:
         if key in ALLOWED_CIRCLES:
             used_circles.add(key)
             continue
-        steps = "; ".join(lines[(x, y)] for x, y in zip(circle, circle[1:]))
+        steps = "; ".join(lines[(x, y)] for x, y in pairwise(circle))
         problems.append(f"import circle between parts: {' -> '.join(circle)} ({steps})")
     module_graph = {m: {t for t in ts if not t.startswith("kernel_lab.simulator")}
                     for m, ts in graph.items() if not m.startswith("kernel_lab.simulator")}
@@ -220,7 +222,7 @@ def layer_problems(package: Path = PACKAGE) -> list[str]:
         if key in ALLOWED_CIRCLES:
             used_circles.add(key)
             continue
-        steps = "; ".join(f"{x} line {graph[x][y]} imports {y}" for x, y in zip(circle, circle[1:]))
+        steps = "; ".join(f"{x} line {graph[x][y]} imports {y}" for x, y in pairwise(circle))
         problems.append(f"import circle between modules: {' -> '.join(circle)} ({steps})")
     for key in sorted(set(ALLOWED_CIRCLES) - used_circles, key=sorted):
         problems.append(f"ALLOWED_CIRCLES declares {sorted(key)}, which is no circle any more: remove it")

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import functools
 
+# numba after kernel_lab (the parent package, imported first) chose GPU or simulator
+from numba import cuda, float32, int32, uint32, uint64
+
 from ..device.dp4a import EVEN_BYTES, ODD_BYTES, byte_perm, dp4a
 from ..validate import KernelLabArgumentError
 from ..vector_loads import load4
 from .integer import INT4_GROUP
 from .warp import warp_sum_f32
-
-from numba import cuda, float32, int32, uint32, uint64  # noqa: E402  (after kernel_lab)
 
 GROUP_WORDS = INT4_GROUP // 8  # 32-bit words of packed INT4 per group (8 values per word)
 

@@ -4,7 +4,8 @@
 
 from __future__ import annotations
 
-from numba import cuda  # after kernel_lab chose GPU or simulator (the package's __init__ runs first)
+# numba after kernel_lab (the parent package, imported first) chose GPU or simulator
+from numba import cuda
 
 
 @cuda.jit(device=True)
