@@ -10,6 +10,7 @@ simulator piece                                replaced by
 ``kernel.BlockManager`` (runs a block)         `scheduler.BlockRunner`
 ``FakeCUDAModule`` (``cuda`` inside a kernel)  + warp functions (`warp`), fixed bit functions
 ``FakeCUDAShared.array``                       per-block arrays, tracked (`shared_memory`)
+``FakeCUDALocal.array``                        poisoned like shared memory, not ``np.empty``
 ``FakeCUDAAtomic.*``                           record atomics on shared arrays (`shared_memory`)
 ``cuda.jit``                                   `jit_options.make_jit`
 ``cuda.event``, ``cuda.event_elapsed_time``    `events`
@@ -140,6 +141,22 @@ def _patch():
 
     shared_array.__doc__ = original_array.__doc__
     kernelapi.FakeCUDAShared.array = shared_array
+
+    # Local arrays start as whatever the thread's registers or stack held: the simulator's np.empty
+    # hands a register that was never loaded what this process's memory held last, often another
+    # thread's values, so a kernel that reads one passes or fails by chance. The shared-memory poison
+    # makes that mistake read the same wrong value every time, and the check name it.
+    original_local = kernelapi.FakeCUDALocal.array
+
+    def local_array(self, shape, dtype, alignment=None):
+        if alignment is not None:
+            return original_local(self, shape, dtype, alignment)
+        dtype = _as_numpy_dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        return np.full(count * dtype.itemsize, shared_memory.POISON_BYTE, np.uint8).view(dtype).reshape(shape)
+
+    local_array.__doc__ = original_local.__doc__
+    kernelapi.FakeCUDALocal.array = local_array
     for name in _ATOMIC_NAMES:
         original = getattr(kernelapi.FakeCUDAAtomic, name, None)
         if original is not None:
@@ -162,3 +179,11 @@ def _patch():
         namespace.event = events.SimulatorEvent
         namespace.Event = events.SimulatorEvent
         namespace.event_elapsed_time = events.event_elapsed_time
+
+
+def _as_numpy_dtype(dtype):
+    """A Numba type (``float32``) or anything NumPy takes, as a NumPy dtype."""
+    from numba import types
+    from numba.np import numpy_support
+
+    return numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type) else np.dtype(dtype)
