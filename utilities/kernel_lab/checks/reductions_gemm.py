@@ -525,8 +525,6 @@ def check_gemm(launch, *, name: str = "gemm", tiles=(32, 32, 32), precision: str
     In float64, :func:`lane_probe` runs first, on one block tile.
     """
     require_callable(launch, "launch")
-    from numba import cuda
-
     from ..simulator import SharedMemoryRace
 
     dtype = np.dtype(precision)
