@@ -183,6 +183,10 @@ PROGRAMS = {
     "Ozaki slice_rows": (NB072, ["3fcbc5bc:defs", "8bc65df9"]),
     "symmetric residues": (NB076, ["82846d38:defs", "233cf6be"]),
     "CRT": (NB076, ["82846d38:defs", "21d88ceb"]),
+    # kernels 6 and 7 of 02.3: each cell checks at the simulator's tiles, then (in the simulator) once
+    # more at the GPU's, where a thread's 8 x 8 results take two 16-byte loads a row and 8 warps two rows
+    "SGEMM, vectorised loads": (NB023, ["f262a922:defs", "c2dc4d80"]),
+    "SGEMM, warp tiling": (NB023, ["f262a922:defs", "bf9a7e0d:defs", "0dec6b1c"]),
 }
 
 
@@ -1087,6 +1091,27 @@ MUTANTS = [
       "result not brought into [-M/2, M/2)"),
     M("CRT", "21d88ceb", " * pow(big_m // m, -1, m)", "", "no modular inverse"),
     M("CRT", "21d88ceb", "zip(r, moduli)) % big_m", "zip(r, moduli))", "sum not reduced modulo M"),
+    # ---- mistakes along a dimension only the GPU's tiles have (issue 38 §1): each passes the check at
+    # the simulator's tiles (equivalent there) and is caught by the check the cell runs once more, in
+    # the simulator only, at the GPU's tiles
+    # 04.3 exercise 1: the simulator's blocks are 8 x 8, the GPU's 64 query rows x 32 keys
+    M("fused attention", "c8a88f30", "for jj in range(BN):\n                    j = j0 + jj",
+      "for jj in range(BM):\n                    j = j0 + jj", "scores for BM keys a block, not BN"),
+    # 04.3 exercise 2: the simulator's lane has 1 query row and 1 chunk of V; the GPU's 4 and 2
+    M("tiled attention", "tiled-core", "load4(sm, (lr0 + i) * D + c)", "load4(sm, lr0 * D + c)",
+      "every row of a lane multiplies its first row of Q"),
+    M("tiled attention", "tiled-core", "load4(sm, pw + i * PP + j)", "load4(sm, pw + j)",
+      "O += P V reads a lane's first row of P for every row"),
+    M("tiled attention", "tiled-core", "4 * CG * ch + 4 * cg)", "4 * ch + 4 * cg)",
+      "a lane's chunks of V 4 columns apart, not 4 CG"),
+    # 02.3 kernel 6: the simulator's thread has 4 x 4 results (one 16-byte load a row), the GPU's 8 x 8
+    M("SGEMM, vectorised loads", "c2dc4d80", "load4(a_t, (k, ty * TM + i))", "load4(a_t, (k, ty * TM))",
+      "the upper half of a thread's rows of A loaded from the lower half"),
+    M("SGEMM, vectorised loads", "c2dc4d80", "load4(b_t, (k, tx * TN + j))", "load4(b_t, (k, tx * TN))",
+      "the upper half of a thread's columns of B loaded from the lower half"),
+    # 02.3 kernel 7: the simulator's 2 warps are one row of warp tiles, the GPU's 8 are two rows
+    M("SGEMM, warp tiling", "0dec6b1c", "return (warp // WARPS_N) * WM,", "return (warp // WARPS_N) * WN,",
+      "rows of warp tiles stepped by the warp tile's width"),
 ]
 
 

@@ -90,6 +90,13 @@ MESSAGES = {
     "nothing_accumulated": "O came out 0 in every row that has a valid key: nothing was added to the accumulator, "
                            "as when part of the kernel is still the exercise's stub (in the tiled kernel: softmax, "
                            "which writes P, and pv_step, which adds P V)",
+    # ... and the lane's tile at the GPU's configuration: TM query rows and NCH 16-byte chunks of O a lane
+    "lane_rows_alike": "only the rows past the first of each lane's TM rows are wrong, its first rows right: an index "
+                       "that leaves out the lane's row i (Q's row lr0 + i in s_step, P's row pw + i * PP in "
+                       "softmax or pv_step)",
+    "lane_chunks_misplaced": "only the columns past each lane's first 16-byte chunk of O are wrong: a lane's chunk ch "
+                             "of V (and of O) starts 4 * CG * ch + 4 * cg columns into the row, because the CG "
+                             "lanes of a row group take turns, 4 columns each",
     "p_not_synced": "P went through shared memory without cuda.syncwarp(): the lanes of a row group read P values "
                     "that the other lanes wrote; end the softmax step (after the stores of P, before the P V step) "
                     "with cuda.syncwarp()",
@@ -399,6 +406,10 @@ def _forward_hint(got_o, got_l, q, k, v, lens, causal, scale, rate, mag, mag_l, 
                                                     layout="mma" if mma else "strided")
                 if matches(var_o, var_l, own_scale=True):
                     return _named(key)
+        if row_group and row_group != "mma":  # the lane's tile: which rows and columns of O are wrong
+            lane = _lane_tile_hint(~_close(got_o, ref_o, allowed_o) & live, row_group)
+            if lane:
+                return _named(lane)
         # a mask after the max in a kernel that divides by l = 0: NaN where the emulation gives 0
         var_o, _ = online.blocked_forward(q, k, v, scale=scale, kv_lens=lens, causal=causal, block_n=bn,
                                           mistake="mask_after_max")
@@ -413,6 +424,25 @@ def _forward_hint(got_o, got_l, q, k, v, lens, causal, scale, rate, mag, mag_l, 
         return _named("mask_after_max")
     if empty.any() and (np.isnan(got_o[empty]).any() or np.isnan(got_l[empty]).any()):
         return _named("fully_masked_nan")
+    return None
+
+
+def _lane_tile_hint(bad, row_group: int):
+    """A register-tiled kernel's lane owns TM consecutive query rows (a block's rows are a multiple of
+    TM) and the 16-byte chunks ``4 * CG * ch + 4 * cg`` of O: wrong elements only in chunks past the
+    first, or only in rows past the first of each group of TM (TM = 2, 4 or 8), point at an index
+    that leaves out ch or i. ``bad``: [batch, heads, seq, head_dim] of wrong elements."""
+    if not bad.any():
+        return None
+    chunk = np.arange(bad.shape[3]) // (4 * row_group)
+    cols = bad.any(axis=(0, 1, 2))
+    if chunk[-1] > 0 and not cols[chunk == 0].any():
+        return "lane_chunks_misplaced"
+    rows = bad.any(axis=(0, 1, 3))
+    pos = np.arange(rows.size)
+    for tm in (2, 4, 8):
+        if rows[pos % tm != 0].any() and not rows[pos % tm == 0].any():
+            return "lane_rows_alike"
     return None
 
 
