@@ -533,3 +533,19 @@ def test_memory_nobody_wrote_reads_the_same_poison_on_every_machine():
     assert np.isfinite(poison32) and abs(poison32) > 1e30  # finite, and no value a check expects
     ints = cuda.device_array_like(np.zeros((2, 3), np.int32)).copy_to_host()
     assert np.all(ints == int.from_bytes(bytes([POISON_BYTE]) * 4, "little"))
+
+
+def test_an_index_past_a_local_array_is_told_a_loop_runs_past_it_not_a_missing_bounds_check():
+    # Issue 38: a local array's size is fixed by its declaration; "if i < n:" is the wrong advice there
+    @cuda.jit
+    def past_the_registers(out):
+        regs = cuda.local.array(4, np.float32)
+        for j in range(5):  # the mistake: a bound from another constant
+            regs[j] = j
+        out[0] = regs[0]
+
+    with pytest.raises(ksim.OutOfBoundsAccess) as caught:
+        past_the_registers[1, 1](cuda.device_array(1, np.float32))
+    message = str(caught.value)
+    assert "local array `regs`" in message and "a loop or an index runs past that size" in message
+    assert "missing bounds check" not in message

@@ -299,7 +299,9 @@ def _grid_text(cov: _Coverage) -> str:
     return (f"{' and '.join(parts).capitalize()} were never written, ending at a multiple of the block size: "
             f"the grid is too small in {directions}. Round the number of blocks up. Or x and y are swapped: "
             "with `col, row = cuda.grid(2)` the launch grid lists the columns first, "
-            "`(blocks_x for columns, blocks_y for rows)`.")
+            "`(blocks_x for columns, blocks_y for rows)`. Or, where one block's tile covers the whole output, "
+            "the block's threads reach only part of its tile: a step between their parts (a warp's or a "
+            "thread's) taken from the wrong size.")
 
 
 def coverage_hint(coverages: list[_Coverage], primary: _Coverage | None = None, *,

@@ -188,6 +188,13 @@ def _hint(thread, shape, kind, axis_size):
             "Hint: the kernel was launched without dynamic shared memory. Pass its size in bytes "
             "as the 4th launch parameter: kernel[blocks, threads, 0, nbytes](...)."
         )
+    if kind == "local":
+        return (
+            "Hint: a local array (a thread's registers) has the size its declaration fixes, and no thread "
+            "needs a bounds check for it: a loop or an index runs past that size. A loop bound taken from "
+            "another constant than the one the array was sized by (BM where it holds BN values?), or an "
+            "index into the thread's share of a tile that was not reduced to it?"
+        )
     if kind in ("shared", "dynamic shared memory"):
         return (
             "Hint: missing bounds check `if i < n:`? Shared arrays have the size you declare, "
