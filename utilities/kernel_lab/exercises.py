@@ -53,6 +53,20 @@ BEGIN, END, STUB = "### BEGIN SOLUTION", "### END SOLUTION", "##> "
 MD_SOLUTION = re.compile(r"<!-- BEGIN SOLUTION -->.*?<!-- END SOLUTION -->", re.S)
 MD_PROMPT = "*Your answer here.*"
 SOLUTION_ONLY_TAG = "solution-only"
+
+
+def solution_block_lines(source: str):
+    """The stripped lines of a code cell's solution blocks, between the markers (the markers left out).
+    Every measure of what a learner writes (hint_leaks, study_time) walks the blocks through this."""
+    inside = False
+    for raw in source.splitlines():
+        line = raw.strip()
+        if line == BEGIN:
+            inside = True
+        elif line == END:
+            inside = False
+        elif inside:
+            yield line
 READING_TAG = "reading"  # the same tag kernel_lab.readings checks
 READING_SUMMARY = "<b>Reading the measurement</b> of the course's GPU run: open it once you have run the cells above"
 _READING_LEAD = re.compile(r"^\*\*Reading[^*]*\*\*\s*")

@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .exercises import BEGIN, END, STUB as _STUB  # the markers the generator reads
+from .exercises import BEGIN, STUB as _STUB, solution_block_lines  # the markers the generator reads
 
 STUB = _STUB.strip()  # "##>": a stub line, whatever follows the marker
 MIN_CHARS = 12  # shorter lines ("i += 1", "return s") give nothing away that a hint's words do not
@@ -106,14 +106,9 @@ def _telling_parts(line: str) -> list[str]:
 
 def solution_lines(source: str) -> list[str]:
     """The lines of a cell's solution blocks that count (see the module's docstring)."""
-    lines, inside = [], False
-    for raw in source.splitlines():
-        stripped = raw.strip()
-        if stripped == BEGIN:
-            inside = True
-        elif stripped == END:
-            inside = False
-        elif inside and not stripped.startswith(STUB):
+    lines = []
+    for stripped in solution_block_lines(source):
+        if not stripped.startswith(STUB):
             code = _code_only(stripped)
             if code and code not in _BARE and len(code) >= MIN_CHARS:
                 lines.append(code)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import hint_leaks
-from .exercises import BEGIN, END, SOLUTION_ONLY_TAG
+from .exercises import BEGIN, SOLUTION_ONLY_TAG, solution_block_lines
 
 README = Path("README.md")
 SYLLABI = Path("docs") / "syllabi.md"
@@ -104,16 +104,8 @@ def _source(cell) -> str:
 
 def learner_lines(source: str) -> int:
     """Lines inside a cell's solution blocks that a learner types (not blank, not comments, not stubs)."""
-    count, inside = 0, False
-    for raw in source.splitlines():
-        line = raw.strip()
-        if line == BEGIN:
-            inside = True
-        elif line == END:
-            inside = False
-        elif inside and line and not line.startswith("#"):  # "##> " stubs are comments too
-            count += 1
-    return count
+    # "##> " stubs are comments too
+    return sum(1 for line in solution_block_lines(source) if line and not line.startswith("#"))
 
 
 def prose_words(markdown: str) -> int:
