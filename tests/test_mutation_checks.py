@@ -489,6 +489,8 @@ MUTANTS = [
       "every other predecessor skipped"),
     M("look-back, one thread", "f458467b", "while f == FLAG_NONE:  # tile j has published nothing yet",
       "if f == FLAG_NONE:  # tile j has published nothing yet", "flag polled once, not waited for"),
+    M("look-back, one thread", "f458467b", "while f == FLAG_NONE:  # tile j has published nothing yet",
+      "while f != FLAG_NONE:  # tile j has published nothing yet", "waits on the wrong condition"),
     M("status word", "c4733ad7", "| uint64(kl.float_bits(value))", "| uint64(value)", "value converted, not reinterpreted"),
     M("status word", "c4733ad7", "| uint64(kl.float_bits(value))", "| uint64(int32(kl.float_bits(value)))",
       "sign bit spills into the flag"),

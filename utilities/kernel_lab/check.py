@@ -108,6 +108,35 @@ class CheckFailed(AssertionError):
         return ["CheckFailed: " + str(self)]
 
 
+NEVER_ENDS = ("a loop that does not end, or a wait whose condition never comes true? Look at the lines above: "
+              "a `while` whose condition stays true (a flag polled for a value nobody writes, a wait on the "
+              "opposite of the condition meant), or a loop variable that never moves.")
+
+
+@contextlib.contextmanager
+def finishes_within(name: str, seconds: float):
+    """In the simulator, the launches inside must finish within ``seconds`` together; a kernel still
+    running then stops, and the check fails saying so, with the lines its threads were at, instead of
+    hanging the notebook (or waiting for the simulator's deadlock report, which blames barriers). The
+    limit is wall-clock time: give many times what the right kernel takes. On a GPU it does nothing."""
+    from .environment import on_simulator
+
+    if not on_simulator():
+        yield
+        return
+    from .simulator import time_limit
+    from .simulator.errors import KernelDidNotFinish
+
+    try:
+        with time_limit(seconds):
+            yield
+    except KernelDidNotFinish as exc:
+        where = [ln for ln in str(exc).splitlines()[1:] if ln.startswith("  - ")]
+        raise CheckFailed("\n".join([f"{name}: your kernel did not finish: it was still running after {seconds:g} s "
+                                      "in the simulator, where the right kernel takes a few seconds", *where,
+                                      "Hint: " + NEVER_ENDS])) from None
+
+
 def tolerance(fmt: str, k: int = 1) -> float:
     """Relative tolerance for a result computed in ``fmt`` from ``k`` accumulated terms.
 

@@ -33,7 +33,7 @@ import secrets
 import numpy as np
 
 from .. import progress
-from ..check import UNIT_ROUNDOFF, CheckFailed, check_kernel, is_poison, poisoned_host
+from ..check import UNIT_ROUNDOFF, CheckFailed, check_kernel, finishes_within, is_poison, poisoned_host
 from ..environment import on_simulator
 from ..scans import check_status_word  # noqa: F401  (lives beside the word it checks; 02.2 calls it here)
 from ..sizes import adversarial_sizes
@@ -333,6 +333,11 @@ def _source_hints(kernel) -> list[str]:
     return hints
 
 
+# One schedule's run of the scan check takes a few seconds in the simulator; a look-back that waits on
+# the wrong condition never ends. Wall-clock time, so twenty times the right kernel's, for busy machines.
+SCAN_TIME_LIMIT_S = 60.0
+
+
 def check_scan(launch, *, name: str = "scan", tile: int = 256, sizes=None, seed=None, kernel=None,
                schedules: bool = True) -> None:
     """``launch(out, x)`` must write the inclusive prefix sum of float32 ``x`` into ``out``.
@@ -392,11 +397,12 @@ def check_scan(launch, *, name: str = "scan", tile: int = 256, sizes=None, seed=
 
     for label, sched in runs:
         try:
-            run(sched)
+            with finishes_within(f"{name} ({label})", SCAN_TIME_LIMIT_S):
+                run(sched)
         except GridStall as stall:
             raise CheckFailed(f"{name} ({label}): the blocks waited for each other forever.\n{stall}") from None
         except CheckFailed as failure:
-            if "not done yet" in str(failure):
+            if "not done yet" in str(failure) or "did not finish" in str(failure):
                 raise
             lines = [f"{name} ({label}): {failure}"]
             if fails_only_with_slow_blocks(sched):
