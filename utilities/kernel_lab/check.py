@@ -114,11 +114,12 @@ NEVER_ENDS = ("a loop that does not end, or a wait whose condition never comes t
 
 
 @contextlib.contextmanager
-def finishes_within(name: str, seconds: float):
+def finishes_within(name: str, seconds: float, hint: str = NEVER_ENDS):
     """In the simulator, the launches inside must finish within ``seconds`` together; a kernel still
     running then stops, and the check fails saying so, with the lines its threads were at, instead of
     hanging the notebook (or waiting for the simulator's deadlock report, which blames barriers). The
-    limit is wall-clock time: give many times what the right kernel takes. On a GPU it does nothing."""
+    limit is wall-clock time: give many times what the right kernel takes. ``hint`` names the likely
+    mistake (a check that knows its exercise's classic endless loop says it). On a GPU it does nothing."""
     from .environment import on_simulator
 
     if not on_simulator():
@@ -134,7 +135,7 @@ def finishes_within(name: str, seconds: float):
         where = [ln for ln in str(exc).splitlines()[1:] if ln.startswith("  - ")]
         raise CheckFailed("\n".join([f"{name}: your kernel did not finish: it was still running after {seconds:g} s "
                                       "in the simulator, where the right kernel takes a few seconds", *where,
-                                      "Hint: " + NEVER_ENDS])) from None
+                                      "Hint: " + hint])) from None
 
 
 def tolerance(fmt: str, k: int = 1) -> float:

@@ -40,7 +40,6 @@ answer, so that an element never written cannot pass by luck.
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 import sys
 import threading
@@ -48,7 +47,7 @@ import threading
 import numpy as np
 
 from .. import progress
-from ..check import UNIT_ROUNDOFF, CheckFailed
+from ..check import UNIT_ROUNDOFF, CheckFailed, finishes_within
 from ..environment import on_simulator
 from ..quant import integer as ref
 from ..validate import require_callable
@@ -110,21 +109,6 @@ NEVER_ENDS_HINT = ("a loop that does not end, or a wait whose condition never co
                    "`offset //= 2` never ends: 0 // 2 is 0), or a loop variable that never moves.")
 
 
-def _time_limit():
-    if not on_simulator():
-        return contextlib.nullcontext()
-    from ..simulator import time_limit
-
-    return time_limit(TIME_LIMIT_S)
-
-
-def _did_not_finish(name, exc):
-    where = [ln for ln in str(exc).splitlines()[1:] if ln.startswith("  - ")]
-    return CheckFailed("\n".join([f"{name}: your kernel did not finish: it was still running after {TIME_LIMIT_S:g} s "
-                                  "in the simulator, where the right kernel takes a few seconds", *where,
-                                  "Hint: " + NEVER_ENDS_HINT]))
-
-
 def _still_running(name):
     warning = (f"{name}: your kernel has been running for {GPU_WATCHDOG_S:g} s and has not finished.\nHint: "
                + NEVER_ENDS_HINT + " A kernel on the GPU cannot be stopped from Python: restart the notebook's "
@@ -133,14 +117,11 @@ def _still_running(name):
 
 
 def _run(name, launch, *args):
-    from ..simulator.errors import KernelDidNotFinish
     from ..vector_loads import MisalignedVectorAccess
 
     try:
-        with _time_limit():
+        with finishes_within(name, TIME_LIMIT_S, hint=NEVER_ENDS_HINT):  # the simulator's: a loop that never ends
             launch(*args)
-    except KernelDidNotFinish as exc:  # the simulator's time limit: a loop that never ends
-        raise _did_not_finish(name, exc) from None
     except NotImplementedError as exc:
         raise _not_done(name, exc) from None
     except MisalignedVectorAccess as exc:  # the simulator's load4/store4 check the alignment
