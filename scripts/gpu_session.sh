@@ -37,9 +37,14 @@ if [ "${WARM:-1}" = 1 ] && [ ! -d $warm_dir ]; then  # WARM=0: no module 06/07 n
   mkdir -p $warm_dir
   # WARM_MODULES="06": only module 06 (07's notebooks already stored). The catalogue holds module
   # 06's block GEMMs and stage loop besides the pipelines (kernel_lab.tensor_cores.warm.catalogue).
+  # WARM_ONLY="text;text": only the catalogue's jobs whose labels hold one of these texts (the
+  # kernels of the notebooks this session stores), so the warm-up ends sooner
+  only=""
+  IFS=';' read -ra texts <<< "${WARM_ONLY:-}"
+  for t in "${texts[@]}"; do only+=" --only '$t'"; done
   cmd=""
   for m in ${WARM_MODULES:-07 06}; do
-    cmd+="python3 -m kernel_lab.tensor_cores.warm --arch sm_90 --modules $m > $warm_dir/$m.log 2>&1; touch $warm_dir/$m.done; "
+    cmd+="python3 -m kernel_lab.tensor_cores.warm --arch sm_90 --modules $m$only > $warm_dir/$m.log 2>&1; touch $warm_dir/$m.done; "
   done
   setsid bash -c "$cmd" < /dev/null > /dev/null 2>&1 &
   say "warm-up started (${WARM_MODULES:-07 06})"

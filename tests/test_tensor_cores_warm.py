@@ -133,7 +133,7 @@ def test_catalogue_follows_the_notebooks_pipeline_configs():
     from kernel_lab.tensor_cores.configs import PipelineConfig
 
     configs, spaces = _notebook_pipeline_configs()
-    assert len(configs) == 3, configs  # 06.1's int8 and fp16 pipelines, 06.2's persistent fp16 one
+    assert len(configs) == 4, configs  # 06.1's int8 and fp16 pipelines and its persistent one, 06.2's
     assert len(spaces) == 1, spaces  # 06.4's SPACE, enumerated with tile_k 64 as the notebook does
     configs |= set(configs_module.enumerate_pipeline_configs("float16", (9, 0), spaces[0], tile_k=(64,)))
     in_catalogue = {PipelineConfig(**dict(job.config)) for job in warm.catalogue(["06"]) if job.kind == "pipeline"}

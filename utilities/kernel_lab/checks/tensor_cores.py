@@ -37,6 +37,7 @@ from __future__ import annotations
 import ast
 import inspect
 import math
+import re
 import textwrap
 
 import numpy as np
@@ -1017,3 +1018,171 @@ def _chunk_of(p, layout):
             if pos(r, c) == p:
                 return r, c
     return p // ag.A_ROW_CHUNKS, p % ag.A_ROW_CHUNKS
+
+
+# ================================================================================================
+# 06.1: the kernel around cuBLASDx's pipeline API
+
+PIPELINE_TILE = (128, 256, 64, 256)  # 06.1's fp16 pipeline: tile_m, tile_n, tile_k, threads
+
+
+def _pipeline_cases(persistent):
+    """(what, m, n, k, grid) for the simulator: every path of a pipeline kernel at 06.1's tiles."""
+    if persistent:  # six tiles for four blocks: blocks 0 and 1 walk to a second tile
+        return [("6 tiles, 4 blocks (blocks 0 and 1 take two tiles each), ragged edges", 260, 300, 64, (4, 1))]
+    return [("2 x 2 tiles: one whole, three over the edges", 200, 300, 64, None),
+            ("rows 258 floats apart (not whole 16-byte chunks)", 128, 258, 64, None)]
+
+
+def _pipeline_mistake(name, case, got, want, executed, tiles, tm, tn, full=None):
+    """Why a pipeline kernel's ``got`` is not ``want``: per tile, the classic mistakes. ``full`` is
+    the product over the zero-padded tiles (the values a tile's accumulators hold, edges included)."""
+    never = [tuple(int(v) for v in t) for t in np.argwhere(executed == 0)]
+    twice = [tuple(int(v) for v in t) for t in np.argwhere(executed > 1)]
+    poison = is_poison(got)
+    if poison.all() and not executed.any():
+        return CheckFailed(f"{name}: the exercise is not done yet (no tile was computed, nothing was written)")
+    if poison.all() and not never:
+        return CheckFailed(f"{name}, {case}: every tile was computed, but nothing was written to out: the store "
+                           "(store_tile) is not done yet, or never called")
+    if never:
+        return CheckFailed(f"{name}, {case}: tile {never[0]} was never computed (no tile.execute for it; "
+                           f"{len(never)} of {tiles[0] * tiles[1]} tiles missing): every tile of the output needs "
+                           "one block, blockIdx for a grid of one block a tile, the walk for a persistent block")
+    if twice:
+        return CheckFailed(f"{name}, {case}: tile {twice[0]} was computed {int(executed[twice[0]])} times: two blocks "
+                           "took the same tile (a persistent block steps by the number of blocks, gridDim.x)")
+    with np.errstate(invalid="ignore"):
+        tol = 1e-2 + 1e-2 * np.abs(want)
+        bad = ~(np.abs(got.astype(np.float64) - want) <= tol)
+    if not bad.any():
+        return None
+    m, n = want.shape
+    for bm in range(tiles[0]):
+        for bn in range(tiles[1]):
+            r0, c0 = bm * tm, bn * tn
+            sl = (slice(r0, min(r0 + tm, m)), slice(c0, min(c0 + tn, n)))
+            if not bad[sl].any():
+                continue
+            where = f"tile ({bm}, {bn}), rows {sl[0].start}-{sl[0].stop - 1}, columns {sl[1].start}-{sl[1].stop - 1}"
+            g, w = got[sl].astype(np.float64), want[sl]
+            if poison[sl].all():
+                edge = sl[0].stop - sl[0].start < tm or sl[1].stop - sl[1].start < tn
+                return CheckFailed(f"{name}, {case}: nothing was written in {where}" +
+                                   (" (a tile over the matrix's edge: its elements inside the matrix still need "
+                                    "writing, one by one)" if edge else ""))
+            if poison[sl].any():
+                return CheckFailed(f"{name}, {case}: {int(poison[sl].sum())} elements of {where} were never written "
+                                   "(every fragment index i of every active thread, range(frag.layout.size))")
+            if full is not None:
+                own = np.sort(full[r0:r0 + tm, c0:c0 + tn], axis=None)  # the tile's values, padding included
+                pos = np.clip(np.searchsorted(own, g.ravel()), 1, own.size - 1)
+                nearest = np.minimum(np.abs(own[pos] - g.ravel()), np.abs(own[pos - 1] - g.ravel()))
+                if np.all(nearest <= 1e-2 + 1e-2 * np.abs(g.ravel())):
+                    return CheckFailed(f"{name}, {case}: {where} holds its tile's values in the wrong places: the "
+                                       "i-th value of the fragment belongs at (row0, col0) + acc.map_fragment_index(i)")
+                diff = g - w
+                for om in range(tiles[0]):
+                    for on in range(tiles[1]):
+                        other = full[om * tm:om * tm + diff.shape[0], on * tn:on * tn + diff.shape[1]]
+                        if (om, on) != (bm, bn) and np.allclose(diff, other, rtol=1e-2, atol=1e-2):
+                            return CheckFailed(
+                                f"{name}, {case}: {where} holds its product plus tile ({om}, {on})'s: the "
+                                "accumulator still held the block's previous tile (acc.clear() before each tile)")
+            count, idx = int(bad[sl].sum()), tuple(int(i) for i in np.argwhere(bad[sl])[0])
+            return CheckFailed(f"{name}, {case}: {count} values of {where} wrong; the first at "
+                               f"({r0 + idx[0]}, {c0 + idx[1]}): got {g[idx]!r}, expected {w[idx]!r}")
+    return None
+
+
+def _pipeline_check_simulator(name, make_kernel, persistent):
+    from ..tensor_cores import pipeline_model as pm
+    from ..tensor_cores.gemm import band_walk
+
+    tm, tn, tk, threads = PIPELINE_TILE
+    rng = np.random.default_rng(11)
+    for case, m, n, k, grid in _pipeline_cases(persistent):
+        mm = pm.ModelMatmul(tm, tn, tk, threads, np.float32, seed=m + n)
+        body = make_kernel(mm, pm.make_tensor, band_walk(8)) if persistent else make_kernel(mm, pm.make_tensor)
+        if body is None:
+            raise CheckFailed(f"{name}: the exercise is not done yet (the factory returns nothing)")
+        if hasattr(body, "py_func") or not callable(body):
+            raise KernelLabArgumentError(f"{name}: the factory must return the kernel's plain Python function "
+                                         "(no @cuda.jit: PipelineGemm compiles it with the pipeline's extensions)")
+        kernel = cuda.jit(body)
+        tiles = (-(-m // tm), -(-n // tn))
+        a = rng.standard_normal((m, k)).astype(np.float16)
+        b_t = rng.standard_normal((n, k)).astype(np.float16)
+        ap = np.zeros((tiles[0] * tm, k), np.float16)
+        bp = np.zeros((tiles[1] * tn, k), np.float16)
+        ap[:m], bp[:n] = a, b_t
+        pipeline = pm.ModelPipeline(mm, ap, bp)
+        out = _poisoned((m, n), np.float32)
+        try:
+            kernel[grid or tiles, threads](out, np.int32(m), np.int32(n), pipeline)
+            cuda.synchronize()
+        except Exception as exc:  # noqa: BLE001 - the learner's kernel raised: name it
+            model = exc
+            while model is not None and not isinstance(model, pm.PipelineModelError):
+                model = model.__cause__ or model.__context__
+            text = str(model if model is not None else exc)
+            found = re.search(r"ctaid=\[(\d+), (\d+), \d+\]: (.*)", text, re.S)
+            if found:  # the simulator's "tid=[..] ctaid=[..]: message": name the block in words
+                text = f"block ({found[1]}, {found[2]}): {found[3]}"
+            if model is not None:
+                raise CheckFailed(f"{name}, {case}: {text.strip()}") from None
+            raise CheckFailed(f"{name}, {case}: the kernel raised {type(exc).__name__}: "
+                              f"{text.splitlines()[0] if text else ''}") from exc
+        full = ap.astype(np.float64) @ bp.astype(np.float64).T
+        mistake = _pipeline_mistake(name, case, out.copy_to_host(), full[:m, :n], pipeline.executed, tiles, tm, tn,
+                                    full)
+        if mistake is not None:
+            raise mistake
+    return "the simulator's model of the pipeline API, 128 x 256 tiles, 256 threads"
+
+
+def _pipeline_check_gpu(name, make_kernel, persistent):
+    import cupy as cp
+
+    from ..tensor_cores.configs import PipelineConfig
+    from ..tensor_cores.gemm import PipelineGemm
+
+    tm, tn, tk, threads = PIPELINE_TILE
+    cfg = PipelineConfig(tm, tn, tk, threads, "float16", depth=3, persistent_group_m=8 if persistent else 0)
+    gemm = PipelineGemm(cfg, kernel=make_kernel)
+    rng = np.random.default_rng(11)
+    # One padded shape (384 x 512 x 256), so one compilation: n = 333 takes the element-by-element
+    # store everywhere (rows not 16-byte multiples), n = 512 the whole-tile store on tiles inside.
+    for case, (m, n, k) in (("ragged, 300 x 333 x 200", (300, 333, 200)), ("whole tiles, 300 x 512 x 200", (300, 512, 200))):
+        a = rng.standard_normal((m, k)).astype(np.float16)
+        b_t = rng.standard_normal((n, k)).astype(np.float16)
+        out = cp.full((m, n), cp.nan, dtype=cp.float32)
+        try:
+            gemm(cp.asarray(a), cp.asarray(b_t), out)
+            cp.cuda.runtime.deviceSynchronize()
+        except Exception as exc:  # noqa: BLE001 - a compile or launch error of the learner's kernel
+            raise CheckFailed(f"{name}, {case}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+        got = cp.asnumpy(out)
+        want = a.astype(np.float64) @ b_t.astype(np.float64).T
+        tiles = (-(-m // tm), -(-n // tn))
+        mistake = _pipeline_mistake(name, case, got, want, np.ones(tiles, np.int64), tiles, tm, tn)
+        if mistake is not None:
+            raise mistake
+    return "on the GPU, compiled with cuBLASDx: 300 x 333 and 300 x 512 outputs, K = 200"
+
+
+def check_pipeline_kernel(make_kernel, *, persistent: bool = False, name: str | None = None) -> None:
+    """``make_kernel(MM, make_tensor)`` (``make_kernel(MM, make_tensor, tile_of)`` when
+    ``persistent``) must return the Python function of a kernel ``kernel(out, m, n,
+    device_pipeline)`` that computes its tile (or, persistent, walks tiles ``blockIdx.x, +
+    gridDim.x, ...`` in ``tile_of``'s order) with cuBLASDx's pipeline API and stores ``A @ B`` in the
+    2-D ``out``: whole tiles with ``partition_and_copy``, edge tiles element by element. In the
+    simulator the pipeline objects are ``tensor_cores.pipeline_model``'s (06.1's tiles, ragged
+    edges, rows that are not whole 16-byte chunks, a persistent walk); on a GPU the real ones, compiled
+    with cuBLASDx at a ragged shape. Names tiles never computed or computed twice, edge tiles stored
+    whole, values in the wrong places, an accumulator not cleared between tiles, unwritten elements."""
+    name = name or ("persistent pipeline kernel" if persistent else "pipeline kernel")
+    require_callable(make_kernel, "make_kernel")
+    how = (_pipeline_check_simulator if on_simulator() else _pipeline_check_gpu)(name, make_kernel, persistent)
+    progress.passed(name)
+    print(f"{name}: correct ({how})")

@@ -135,8 +135,13 @@ def _patch():
 
     def shared_array(self, shape, dtype, alignment=None):
         runner = getattr(threading.current_thread(), "runner", None)
-        if runner is None or alignment is not None:
+        if runner is None:
             return original_array(self, shape, dtype, alignment)
+        if alignment is not None and (not isinstance(alignment, (int, np.integer)) or alignment <= 0
+                                      or alignment & (alignment - 1)):
+            raise ValueError(f"cuda.shared.array(..., alignment={alignment!r}): the alignment must be a power of two")
+        # An alignment (a power of two) changes where the GPU places the array, not what it holds:
+        # NumPy's buffers here are aligned for any element type, and the simulator has no addresses.
         return shared_memory.shared_array(runner, shape, dtype)
 
     shared_array.__doc__ = original_array.__doc__

@@ -166,7 +166,8 @@ def shared_array(runner, shape, dtype):
         dtype = _as_dtype(dtype)
         site = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
         name = _declared_name(frame) or "<unnamed>"
-        dynamic = isinstance(shape, (int, np.integer)) and shape == 0
+        dynamic = (isinstance(shape, (int, np.integer)) and shape == 0) or (
+            isinstance(shape, tuple) and len(shape) == 1 and shape[0] == 0)  # (0,) as numba-cuda takes it
         if dynamic:
             if runner.dynshared is None:
                 runner.dynshared = np.zeros(runner.dynshared_size, dtype=np.byte)

@@ -540,19 +540,46 @@ def band_walk(group: int):
     return tile_of
 
 
+def _pipeline_matmul(cfg: PipelineConfig):
+    """cuBLASDx's description of a pipeline GEMM's tile (A row-major, B column-major)."""
+    nd, _ = device_api()
+    from nvmath.device.cublasdx import MAX_ALIGNMENT
+
+    return nd.Matmul(size=(cfg.tile_m, cfg.tile_n, cfg.tile_k), precision=matmul_precision(cfg.precision),
+                     data_type="real", arrangement=("row_major", "col_major", "row_major"),
+                     alignment=MAX_ALIGNMENT, execution="Block", block_size=cfg.threads,
+                     with_pipeline=True, enable_input_streaming=True, static_block_dim=True)
+
+
+@functools.lru_cache(maxsize=None)
+def _build_learner_pipeline_kernel(cfg: PipelineConfig, make_kernel):
+    """06.1's exercise: the learner's ``make_kernel(MM, make_tensor)`` (or ``make_kernel(MM,
+    make_tensor, tile_of)`` for a persistent configuration) returns the Python function of a kernel
+    ``kernel(out, m, n, device_pipeline)`` that stores ``A @ B`` in the 2-D ``out``; compiled here
+    as the package's own pipeline kernel is."""
+    from numba import cuda
+    from nvmath.device import make_tensor
+    from nvmath.device.cublasdx_numba import pipeline_extensions
+
+    MM = _pipeline_matmul(cfg)
+    if cfg.persistent_group_m:
+        body = make_kernel(MM, make_tensor, band_walk(cfg.persistent_group_m))
+    else:
+        body = make_kernel(MM, make_tensor)
+    if not callable(body) or hasattr(body, "py_func"):
+        raise _validate.GemmArgumentError(
+            "make_kernel(MM, make_tensor) must return the kernel's plain Python function (no @cuda.jit: "
+            f"the package compiles it with the pipeline's extensions); it returned {type(body).__name__}")
+    return MM, cuda.jit(body, extensions=pipeline_extensions, launch_bounds=(cfg.threads, 1))
+
+
 @functools.lru_cache(maxsize=None)
 def _build_pipeline_kernel(cfg: PipelineConfig, epilogue: _epilogues.Epilogue):
     from numba import cuda
-
-    nd, ndc = device_api()
     from nvmath.device import make_tensor
-    from nvmath.device.cublasdx import MAX_ALIGNMENT
     from nvmath.device.cublasdx_numba import pipeline_extensions
 
-    MM = nd.Matmul(size=(cfg.tile_m, cfg.tile_n, cfg.tile_k), precision=matmul_precision(cfg.precision),
-                   data_type="real", arrangement=("row_major", "col_major", "row_major"),
-                   alignment=MAX_ALIGNMENT, execution="Block", block_size=cfg.threads,
-                   with_pipeline=True, enable_input_streaming=True, static_block_dim=True)
+    MM = _pipeline_matmul(cfg)
     TM, TN = cfg.tile_m, cfg.tile_n
     TWO_TM = 2 * TM
     NT = cfg.threads
@@ -680,15 +707,22 @@ class PipelineGemm(CompiledKernel):
     tiles (or K is shorter than ``depth`` tiles). One compilation per padded shape.
     """
 
-    def __init__(self, config: PipelineConfig | None = None, epilogue: _epilogues.Epilogue | None = None):
+    def __init__(self, config: PipelineConfig | None = None, epilogue: _epilogues.Epilogue | None = None, *,
+                 kernel=None):
         self.config = config or PipelineConfig()
         problems = self.config.problems()
         if problems:
             raise _validate.GemmArgumentError(f"invalid configuration {self.config.label()}: " + "; ".join(problems))
         if self.config.precision not in ("int8", "float16"):
             raise _validate.GemmArgumentError("PipelineGemm supports int8 and float16 inputs")
+        if kernel is not None and epilogue is not None:
+            raise _validate.GemmArgumentError("a learner's kernel (kernel=) stores A @ B itself: give no epilogue")
         self.epilogue = epilogue or _epilogues.identity()
-        self.MM, self.dispatcher = _build_pipeline_kernel(self.config, self.epilogue)
+        self.learner_kernel = kernel is not None  # 06.1's exercise: args (out, m, n, pipeline), out 2-D
+        if self.learner_kernel:
+            self.MM, self.dispatcher = _build_learner_pipeline_kernel(self.config, kernel)
+        else:
+            self.MM, self.dispatcher = _build_pipeline_kernel(self.config, self.epilogue)
         self._pipelines = {}
         self.compile_seconds = None
         self._smem_set = set()
@@ -753,7 +787,10 @@ class PipelineGemm(CompiledKernel):
         if self.config.persistent_group_m:  # one block per SM (the pipeline's shared memory allows no more)
             grid = (min(grid[0] * grid[1], cuda.get_current_device().MULTIPROCESSOR_COUNT), 1, 1)
         dev_args = tuple(as_device(x) if hasattr(x, "__cuda_array_interface__") else x for x in epilogue_args)
-        args = (out3, np.int32(m), np.int32(n), dev_args, pipeline)
+        if self.learner_kernel:
+            args = (out3[0], np.int32(m), np.int32(n), pipeline)
+        else:
+            args = (out3, np.int32(m), np.int32(n), dev_args, pipeline)
         return grid, args, pipeline
 
     def _launch_args(self, a, b_t, out, *epilogue_args):

@@ -141,9 +141,11 @@ def catalogue(modules=ALL_MODULES, cc=(9, 0)) -> list[Job]:
         int8 = dict(tile_m=128, tile_n=256, tile_k=128, threads=256, precision="int8", depth=3)
         fp16 = dict(tile_m=128, tile_n=256, tile_k=64, threads=256, precision="float16", depth=3)
         fp16_persistent = dict(fp16, depth=4, persistent_group_m=8)  # 06.2's, 06.4's winner
+        fp16_walk = dict(fp16, persistent_group_m=8)  # 06.1's Exercise 5 (the fp16 one's code generation)
         for shape in ((300, 333, 200), (4096, 4096, 4096)):
             jobs.append(_pipeline("06", int8, shape, note="06.1"))
             jobs.append(_pipeline("06", fp16, shape, note="06.1"))
+            jobs.append(_pipeline("06", fp16_walk, shape, note="06.1"))
         for ep in ("identity", "bias_relu", "bias_gelu"):
             jobs.append(_pipeline("06", fp16_persistent, (4096, 4096, 4096), ep, note="06.2"))
         # 06.1-06.3's block GEMMs (the learners' loaders and epilogues build other kernels of these
