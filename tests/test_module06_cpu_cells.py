@@ -117,7 +117,12 @@ MUTANTS = {
              ("return int(min(max(q, -128.0), 127.0))", "return int(q)"),
              ("e = math.exp(args[0] * value - stats[lrow])", "e = math.exp(args[0] * value)"),
              ("if tid < tile_m and row0 + tid < m:", "if tid < tile_m - 1 and row0 + tid < m:"),
-             ("total += row_sum[bz, r, t] * math.exp(row_max[bz, r, t] - big)", "total += row_sum[bz, r, t]")],
+             ("total += row_sum[bz, r, t] * math.exp(row_max[bz, r, t] - big)", "total += row_sum[bz, r, t]"),
+             # the fused store of the pipeline kernel (Exercise 5) and its chunked loads (Exercise 6)
+             ("                frag[i] = act(frag[i], bias[row0 + r])\n", "\n"),
+             ("frag[i] = act(frag[i], bias[row0 + r])", "frag[i] = act(frag[i], bias[col0 + c])"),
+             ("loaded[j] = bias[row0 + r]", "loaded[j] = bias[row0 + j]"),
+             ("frag[base + j] = act(frag[base + j], loaded[j])", "frag[j] = act(frag[j], loaded[j])")],
     "06.3": [("return x[bz if x.shape[0] > 1 else 0, row, col]", "return x[bz, row, col]"),
              ("if row < rows and col < cols:", "if row < rows + 1 and col < cols:"),
              ("ih, iw = oh + r - P, ow + s - P", "ih, iw = oh + r, ow + s"),

@@ -415,5 +415,8 @@ def test_the_ratios_script_times_the_notebooks_pipelines():
 
     configs, _ = _notebook_pipeline_configs()
     timed = {PipelineConfig(**c) for c in (ratios.FP16_06, ratios.INT8_06, ratios.FP16_P8)}
-    assert timed == configs
+    # 06.1's Exercise 5 runs the learner's kernel on the fp16 tiles made persistent (three stages);
+    # the package's persistent fp16 pipeline is 06.2's, timed above at four stages
+    learners = PipelineConfig(**{**ratios.FP16_06, "persistent_group_m": 8})
+    assert timed == configs - {learners}
     assert PipelineConfig(**ratios.INT8_P8) == PipelineConfig(**{**ratios.INT8_06, "persistent_group_m": 8})

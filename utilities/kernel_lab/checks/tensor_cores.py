@@ -1186,3 +1186,139 @@ def check_pipeline_kernel(make_kernel, *, persistent: bool = False, name: str | 
     how = (_pipeline_check_simulator if on_simulator() else _pipeline_check_gpu)(name, make_kernel, persistent)
     progress.passed(name)
     print(f"{name}: correct ({how})")
+
+
+# ================================================================================================
+# 06.2: the fused epilogue of the learner's pipeline kernel
+
+
+def _gelu_bias_reference(x, bias_rows):
+    return _gelu_tanh(x + bias_rows[:, None])
+
+
+def _fused_store_mistake(name, case, got, want, full, bias, tiles, tm, tn, chunked):
+    """Why the fused store's ``got`` differs from ``want`` (GELU of the product plus the row's bias)."""
+    m, n = want.shape
+    plain = full[:m, :n]
+    candidates = [("the plain product A @ B: the epilogue was not applied", plain),
+                  ("A @ B + bias without the GELU", plain + bias[:, None]),
+                  ("GELU(A @ B) without the bias", _gelu_tanh(plain))]
+    if n <= len(bias):
+        candidates.append(("GELU(A @ B + bias[column]): the bias belongs to the row (bias[row0 + r])",
+                           _gelu_tanh(plain + bias[None, :n])))
+    for bm in range(tiles[0]):
+        for bn in range(tiles[1]):
+            r0, c0 = bm * tm, bn * tn
+            sl = (slice(r0, min(r0 + tm, m)), slice(c0, min(c0 + tn, n)))
+            g = got[sl].astype(np.float64)
+            if _close(g, want[sl], 1e-2, 1e-2):
+                continue
+            whole = sl[0].stop - sl[0].start == tm and sl[1].stop - sl[1].start == tn and n % 4 == 0
+            kind = "a whole tile (the partition_and_copy path)" if whole else "an edge tile (the value-by-value path)"
+            where = f"tile ({bm}, {bn}), {kind}"
+            for what, alt in candidates:
+                if _close(g, alt[sl], 1e-2, 1e-2):
+                    more = (" Transform the fragment in registers before partition_and_copy stores it"
+                            if whole and what.startswith("the plain") else "")
+                    return CheckFailed(f"{name}, {case}: {where} holds {what}.{more}")
+            if whole and chunked:
+                return CheckFailed(f"{name}, {case}: {where} is wrong: in the chunked loops, fragment index "
+                                   "base + j is the value whose bias loaded[j] holds, and bias[row0 + r] is that "
+                                   "value's bias, r from acc.map_fragment_index(base + j)")
+            count, idx = _first_wrong(g, want[sl], 1e-2, 1e-2)
+            return CheckFailed(f"{name}, {case}: {count} values of {where} wrong; the first at "
+                               f"({r0 + idx[0]}, {c0 + idx[1]}): got {g[idx]!r}, expected {want[sl][idx]!r}")
+    return None
+
+
+def check_fused_store(make_store, act, *, chunked: bool = False, name: str | None = None) -> None:
+    """``make_store(MM, make_tensor, act)`` must return a device function ``store_tile(acc, frag, out,
+    bias, m, n, row0, col0)`` that stores ``act(value, bias[row])`` for every value of the tile whose
+    corner is ``(row0, col0)``: on whole tiles by transforming the fragment in registers and storing
+    it with ``partition_and_copy``, on edge tiles value by value. ``act`` is the learner's
+    ``bias_gelu``. Run in a one-tile-a-block pipeline kernel: in the simulator against
+    ``pipeline_model`` (06.1's tiles, ragged edges, rows that are not 16-byte chunks), on a GPU
+    compiled with cuBLASDx. Names a store of the untransformed product, a missing bias or GELU, the
+    bias by column, a transform that missed the edge tiles, and chunk indices that disagree."""
+    name = name or ("fused bias + GELU store, chunked" if chunked else "fused bias + GELU store")
+    require_callable(make_store, "make_store")
+    _device_function(act, "act")
+
+    def make_kernel(MM, make_tensor):
+        TM, TN, _ = MM.size
+        store_tile = make_store(MM, make_tensor, act)
+        if store_tile is None:
+            raise CheckFailed(f"{name}: the exercise is not done yet (make_store returns nothing)")
+
+        def kernel(out, m, n, device_pipeline, bias):
+            smem = cuda.shared.array(shape=(0,), dtype=np.int8, alignment=device_pipeline.buffer_alignment)
+            tile = device_pipeline.get_tile(smem, cuda.blockIdx.x, cuda.blockIdx.y)
+            acc = MM.suggest_accumulator()
+            tile.execute(acc)
+            store_tile(acc, acc.get_results(), out, bias, m, n, cuda.blockIdx.x * TM, cuda.blockIdx.y * TN)
+            tile._del()
+
+        return kernel
+
+    tm, tn, tk, threads = PIPELINE_TILE
+    rng = np.random.default_rng(12)
+    if on_simulator():
+        from ..tensor_cores import pipeline_model as pm
+
+        cases = [(c, m, n, k) for c, m, n, k, _ in _pipeline_cases(False)]
+        how = "the simulator's model of the pipeline API, 128 x 256 tiles, 256 threads"
+    else:
+        import cupy as cp
+
+        from ..tensor_cores.configs import PipelineConfig
+        from ..tensor_cores.gemm import PipelineGemm
+
+        gemm = PipelineGemm(PipelineConfig(tm, tn, tk, threads, "float16", depth=3), kernel=make_kernel)
+        cases = [("ragged, 300 x 333 x 200", 300, 333, 200), ("whole tiles, 300 x 512 x 200", 300, 512, 200)]
+        how = "on the GPU, compiled with cuBLASDx: 300 x 333 and 300 x 512 outputs, K = 200"
+    for case, m, n, k in cases:
+        tiles = (-(-m // tm), -(-n // tn))
+        a = (rng.standard_normal((m, k)) / 4).astype(np.float16)
+        b_t = (rng.standard_normal((n, k)) / 4).astype(np.float16)
+        bias = rng.standard_normal(m).astype(np.float32)
+        ap = np.zeros((tiles[0] * tm, k), np.float16)
+        bp = np.zeros((tiles[1] * tn, k), np.float16)
+        ap[:m], bp[:n] = a, b_t
+        full = ap.astype(np.float64) @ bp.astype(np.float64).T
+        if on_simulator():
+            mm = pm.ModelMatmul(tm, tn, tk, threads, np.float32, seed=m + n)
+            pipeline = pm.ModelPipeline(mm, ap, bp)
+            out = _poisoned((m, n), np.float32)
+            try:
+                cuda.jit(make_kernel(mm, pm.make_tensor))[tiles, threads](out, np.int32(m), np.int32(n), pipeline,
+                                                                         cuda.to_device(bias))
+                cuda.synchronize()
+            except CheckFailed:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the learner's store raised: name it
+                model = exc
+                while model is not None and not isinstance(model, pm.PipelineModelError):
+                    model = model.__cause__ or model.__context__
+                text = str(model if model is not None else exc)
+                found = re.search(r"ctaid=\[(\d+), (\d+), \d+\]: (.*)", text, re.S)
+                if found:
+                    text = f"block ({found[1]}, {found[2]}): {found[3]}"
+                if "NotImplementedError" in f"{type(exc).__name__}: {exc}":
+                    raise CheckFailed(f"{name}: the exercise is not done yet ({text.splitlines()[-1]})") from None
+                raise CheckFailed(f"{name}, {case}: " + (text.strip() if model is not None else
+                                  f"the kernel raised {type(exc).__name__}: {text.splitlines()[0] if text else ''}")) from None
+            got = out.copy_to_host()
+        else:
+            out = cp.full((m, n), cp.nan, dtype=cp.float32)
+            gemm(cp.asarray(a), cp.asarray(b_t), out, cp.asarray(bias))
+            got = cp.asnumpy(out)
+        if is_poison(got).all() or np.isnan(got).all():
+            raise CheckFailed(f"{name}: the exercise is not done yet (nothing was written to out)")
+        want = _gelu_bias_reference(full[:m, :n], bias.astype(np.float64))
+        mistake = _fused_store_mistake(name, case, got, want, full, bias.astype(np.float64), tiles, tm, tn, chunked)
+        if mistake is None and not _close(got, want, 1e-2, 1e-2):
+            mistake = CheckFailed(f"{name}, {case}: some values are wrong")
+        if mistake is not None:
+            raise mistake
+    progress.passed(name)
+    print(f"{name}: correct ({how})")

@@ -555,8 +555,9 @@ def _pipeline_matmul(cfg: PipelineConfig):
 def _build_learner_pipeline_kernel(cfg: PipelineConfig, make_kernel):
     """06.1's exercise: the learner's ``make_kernel(MM, make_tensor)`` (or ``make_kernel(MM,
     make_tensor, tile_of)`` for a persistent configuration) returns the Python function of a kernel
-    ``kernel(out, m, n, device_pipeline)`` that stores ``A @ B`` in the 2-D ``out``; compiled here
-    as the package's own pipeline kernel is."""
+    ``kernel(out, m, n, device_pipeline, *extra)`` that stores ``A @ B`` (06.2: with its epilogue,
+    whose arrays come as ``extra``) in the 2-D ``out``; compiled here as the package's own pipeline
+    kernel is."""
     from numba import cuda
     from nvmath.device import make_tensor
     from nvmath.device.cublasdx_numba import pipeline_extensions
@@ -766,8 +767,9 @@ class PipelineGemm(CompiledKernel):
         m, k = a.shape
         n = b_t.shape[0]
         out3 = _validate.as_batched(as_device(out), "out")
-        _validate.check_epilogue_args(self.epilogue, epilogue_args, m=m, n=n, batch=1,
-                                      tiles_n=-(-n // self.config.tile_n))
+        if not self.learner_kernel:  # a learner's kernel takes its extra arguments as it declares them
+            _validate.check_epilogue_args(self.epilogue, epilogue_args, m=m, n=n, batch=1,
+                                          tiles_n=-(-n // self.config.tile_n))
         key = (int(a.__cuda_array_interface__["data"][0]), int(b_t.__cuda_array_interface__["data"][0]),
                tuple(a.shape), tuple(b_t.shape))
         if key not in self._pipelines:
@@ -787,8 +789,8 @@ class PipelineGemm(CompiledKernel):
         if self.config.persistent_group_m:  # one block per SM (the pipeline's shared memory allows no more)
             grid = (min(grid[0] * grid[1], cuda.get_current_device().MULTIPROCESSOR_COUNT), 1, 1)
         dev_args = tuple(as_device(x) if hasattr(x, "__cuda_array_interface__") else x for x in epilogue_args)
-        if self.learner_kernel:
-            args = (out3[0], np.int32(m), np.int32(n), pipeline)
+        if self.learner_kernel:  # kernel(out, m, n, device_pipeline, *extra): 06.2's bias follows the pipeline
+            args = (out3[0], np.int32(m), np.int32(n), pipeline, *dev_args)
         else:
             args = (out3, np.int32(m), np.int32(n), dev_args, pipeline)
         return grid, args, pipeline
