@@ -1095,6 +1095,25 @@ def _pipeline_mistake(name, case, got, want, executed, tiles, tm, tn, full=None)
     return None
 
 
+def _model_failure(name, case, exc) -> CheckFailed:
+    """What a kernel run against ``pipeline_model`` raised, as the learner's message: the model's own
+    refusal (with the block that made it), a stub's NotImplementedError, or the simulator's report."""
+    from ..tensor_cores import pipeline_model as pm
+
+    model = exc
+    while model is not None and not isinstance(model, pm.PipelineModelError):
+        model = model.__cause__ or model.__context__
+    text = str(model if model is not None else exc)
+    found = re.search(r"ctaid=\[(\d+), (\d+), \d+\]: (.*)", text, re.DOTALL)
+    if found:  # the simulator's "tid=[..] ctaid=[..]: message": name the block in words
+        text = f"block ({found[1]}, {found[2]}): {found[3]}"
+    if "NotImplementedError" in f"{type(exc).__name__}: {exc}":
+        return CheckFailed(f"{name}: the exercise is not done yet ({text.splitlines()[-1]})")
+    if model is not None:
+        return CheckFailed(f"{name}, {case}: {text.strip()}")
+    return CheckFailed(f"{name}, {case}: the kernel raised {type(exc).__name__}: {text.splitlines()[0] if text else ''}")
+
+
 def _pipeline_check_simulator(name, make_kernel, persistent):
     from ..tensor_cores import pipeline_model as pm
     from ..tensor_cores.gemm import band_walk
@@ -1122,17 +1141,7 @@ def _pipeline_check_simulator(name, make_kernel, persistent):
             kernel[grid or tiles, threads](out, np.int32(m), np.int32(n), pipeline)
             cuda.synchronize()
         except Exception as exc:  # noqa: BLE001 - the learner's kernel raised: name it
-            model = exc
-            while model is not None and not isinstance(model, pm.PipelineModelError):
-                model = model.__cause__ or model.__context__
-            text = str(model if model is not None else exc)
-            found = re.search(r"ctaid=\[(\d+), (\d+), \d+\]: (.*)", text, re.S)
-            if found:  # the simulator's "tid=[..] ctaid=[..]: message": name the block in words
-                text = f"block ({found[1]}, {found[2]}): {found[3]}"
-            if model is not None:
-                raise CheckFailed(f"{name}, {case}: {text.strip()}") from None
-            raise CheckFailed(f"{name}, {case}: the kernel raised {type(exc).__name__}: "
-                              f"{text.splitlines()[0] if text else ''}") from exc
+            raise _model_failure(name, case, exc) from None
         full = ap.astype(np.float64) @ bp.astype(np.float64).T
         mistake = _pipeline_mistake(name, case, out.copy_to_host(), full[:m, :n], pipeline.executed, tiles, tm, tn,
                                     full)
@@ -1296,17 +1305,7 @@ def check_fused_store(make_store, act, *, chunked: bool = False, name: str | Non
             except CheckFailed:
                 raise
             except Exception as exc:  # noqa: BLE001 - the learner's store raised: name it
-                model = exc
-                while model is not None and not isinstance(model, pm.PipelineModelError):
-                    model = model.__cause__ or model.__context__
-                text = str(model if model is not None else exc)
-                found = re.search(r"ctaid=\[(\d+), (\d+), \d+\]: (.*)", text, re.S)
-                if found:
-                    text = f"block ({found[1]}, {found[2]}): {found[3]}"
-                if "NotImplementedError" in f"{type(exc).__name__}: {exc}":
-                    raise CheckFailed(f"{name}: the exercise is not done yet ({text.splitlines()[-1]})") from None
-                raise CheckFailed(f"{name}, {case}: " + (text.strip() if model is not None else
-                                  f"the kernel raised {type(exc).__name__}: {text.splitlines()[0] if text else ''}")) from None
+                raise _model_failure(name, case, exc) from None
             got = out.copy_to_host()
         else:
             out = cp.full((m, n), cp.nan, dtype=cp.float32)
