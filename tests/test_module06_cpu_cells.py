@@ -134,6 +134,9 @@ MUTANTS = {
              ("inside = gr < m and gc < k and 0 <= ih < H and 0 <= iw < W", "inside = gr < m and gc < k"),
              ("cp_async16_at(stage + 16 * a_pos(r, c), global_address(x, (img, ih, iw, ch)",
               "cp_async16_at(stage + 16 * a_pos(c, r), global_address(x, (img, ih, iw, ch)")],
+    "06.5": [("out[r, c] = x[r, c] * scale[r]", "out[r, c] = x[r, c] * scale[c]"),  # the scale by column
+             ("r = cuda.blockIdx.y * ROWS + cuda.threadIdx.y", "r = cuda.blockIdx.y * 32 + cuda.threadIdx.y"),
+             ("        cuda.syncthreads()\n        ### END SOLUTION", "        ### END SOLUTION")],  # the race back
     "06.4": [("except Exception as exc:  # a failing candidate", "except ZeroDivisionError as exc:  # a failing candidate"),
              ("return min(ok, key=lambda t: t.ms), trials", "return max(ok, key=lambda t: t.ms), trials"),
              ("entry = entries.get(key)", "entry = next(iter(entries.values()), None)")],

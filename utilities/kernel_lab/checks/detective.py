@@ -173,3 +173,35 @@ def run_script_on_cpu(kernel, launch: str, constants: dict) -> subprocess.Comple
         script.write_text(kernel_script(kernel, launch, constants))
         return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
                               env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"})
+
+
+def check_row_scale(kernel, *, name: str = "row_scale, coalesced") -> None:
+    """``kernel(x, scale, out, m, n)``: ``out[r, c] = x[r, c] * scale[r]`` for an m x n float32 matrix,
+    launched on blocks of 32 x 8 threads over a grid of ``(ceil(n / 32), ceil(m / 8))`` blocks (x along
+    the columns). Checked on ragged shapes, wide and tall, against NumPy; names unwritten elements and
+    rows and columns swapped."""
+    require_callable(kernel, "kernel")
+    rng = np.random.default_rng(7)
+    for m, n in ((37, 70), (9, 300), (130, 33)):
+        x = rng.standard_normal((m, n)).astype(np.float32)
+        scale = rng.standard_normal(m).astype(np.float32)
+        out = cuda.to_device(np.full((m, n), np.nan, np.float32))
+        grid = (-(-n // 32), -(-m // ROWS))
+
+        def launch():
+            kernel[grid, (32, ROWS)](cuda.to_device(x), cuda.to_device(scale), out, m, n)
+
+        _run(name, launch)
+        got = out.copy_to_host()
+        if np.isnan(got).all():
+            raise CheckFailed(f"{name}: the exercise is not done yet (nothing was written to out)")
+        want = x * scale[:, None]
+        if np.isnan(got).any():
+            r, c = (int(i) for i in np.argwhere(np.isnan(got))[0])
+            raise CheckFailed(f"{name}, {m} x {n}: {int(np.isnan(got).sum())} elements never written, the first "
+                              f"at ({r}, {c}): the grid covers columns with x and rows with y (blockIdx.x * 32 + "
+                              "threadIdx.x is a column)")
+        if not np.allclose(got, want, rtol=1e-6, atol=1e-6):
+            raise CheckFailed(f"{name}, {m} x {n}: values wrong (each row has its own scale: scale[row])")
+    progress.passed(name)
+    print(f"{name}: correct (37 x 70, 9 x 300, 130 x 33)")
