@@ -48,7 +48,7 @@ SCRIPT = textwrap.dedent('''
     from kernel_lab.checks import detective
     for kernel, launch, constants in ((pk.tiled_gemm, detective.GEMM_LAUNCH, {"TILE": 16}),
                                       (pk.bias_relu, detective.BIAS_LAUNCH, {"ROWS": 8})):
-        r = detective.run_script_on_cpu(kernel, launch.format(kernel=kernel.__name__), constants)
+        r = detective.run_script_on_cpu(kernel, launch.format(kernel=kernel.py_func.__name__), constants)
         print(kernel.__name__, r.returncode, r.stderr[-800:])
 ''')
 
