@@ -57,7 +57,8 @@ stored=(); failed=0; done_dir=/tmp/kl_done; mkdir -p $done_dir
 for nb in "$@"; do
   mark=$done_dir/$(basename "$nb")
   if [ -f "$mark" ] && [[ " ${RETRY:-} " != *" $nb "* ]]; then continue; fi
-  case "$nb" in *06-tensor-cores*) need=06;; *07.3-*|*07.4-*|*07.5-*) need=07;;  # 07.6 is NumPy only *) need="";; esac
+  # 07.6 is NumPy only: it waits for no warm-up
+  case "$nb" in *06-tensor-cores*) need=06;; *07.3-*|*07.4-*|*07.5-*) need=07;; *) need="";; esac
   while [ -n "$need" ] && [ ! -f $warm_dir/$need.done ] && [ $(( $(date +%s) - t0 )) -lt $(( deadline - 60 )) ]; do
     sleep 5
   done
