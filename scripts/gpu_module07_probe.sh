@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Module 07 on a lent GPU in one call: install the carried wheels, record the versions the
 # code-generation cache is keyed on, run scripts/gpu_module07_probe.py, and return the logs and
-# the cache. Arguments go to the probe (e.g. --jobs fused:2048,fused:4096).
+# the cache. Arguments go to the probe (e.g. --jobs "fused:2048;fused:4096": jobs are split on ";").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .whl ]; then
