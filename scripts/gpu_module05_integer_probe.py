@@ -4,7 +4,8 @@
     PYTHONPATH=utilities python scripts/gpu_module05_integer_probe.py          # on a GPU (about 2-3 minutes)
     PYTHONPATH=utilities python scripts/gpu_module05_integer_probe.py --sim    # in the simulator, tiny sizes
 
-1. checks: every kernel of ``kernel_lab.quant.kernels`` through ``kernel_lab.checks.quantization``
+1. checks: every integer kernel of ``kernel_lab.quant`` (``int8``, ``int4``, ``ternary``, ``int8_gemm``,
+   ``w4a8``) through ``kernel_lab.checks.quantization``
    (bit-exact quantizers, exact integer GEMMs), and the count of IDP.4A instructions in the SASS;
 2. quantize / dequantize kernels (INT8 per tensor, affine UINT8 per channel, INT4 groups, ternary,
    per-token INT8) on 2^26 values: fraction of the copy roofline (goal >= 85%) and speed against the
@@ -37,38 +38,44 @@ def section(title):
 
 def run_checks(sim: bool, results: dict):
     from kernel_lab.checks import quantization as checks
-    from kernel_lab.quant import kernels as K
+    from kernel_lab import scans
+    from kernel_lab.quant import int8 as I8
+    from kernel_lab.quant import ternary
+    from kernel_lab.quant import int8_gemm
+    from kernel_lab.quant import w4a8
     from kernel_lab.quant import int4 as I4
 
     small = dict(shapes=[("1 x 5 x 5", (1, 5, 5)), ("3 x 6 x 137", (3, 6, 137))]) if sim else {}
 
     def given(q, s, x, amax):
-        K.int8_quantize[K.persistent_blocks(x.size), K.THREADS](x, amax, q, s)
+        I8.int8_quantize[scans.persistent_blocks(x.size), scans.THREADS](x, amax, q, s)
     checks.check_int8_quantize(given)
-    checks.check_int8_quantize(K.launch_int8_quantize, given_amax=False, name="int8 quantize, absmax on the GPU")
-    checks.check_int8_dequantize(K.launch_int8_dequantize)
-    checks.check_int8_quantize(K.launch_int8_quantize_x4, name="int8 quantize x4")  # any size: a scalar tail
-    checks.check_int8_dequantize(K.launch_int8_dequantize_x4, name="int8 dequantize x4")
-    checks.check_affine_rows(K.launch_affine_quantize_rows)
+    checks.check_int8_quantize(I8.launch_int8_quantize, given_amax=False, name="int8 quantize, absmax on the GPU")
+    checks.check_int8_dequantize(I8.launch_int8_dequantize)
+    checks.check_int8_quantize(I8.launch_int8_quantize_x4, name="int8 quantize x4")  # any size: a scalar tail
+    checks.check_int8_dequantize(I8.launch_int8_dequantize_x4, name="int8 dequantize x4")
+    checks.check_affine_rows(I8.launch_affine_quantize_rows)
     checks.check_int4_quantize(I4.launch_int4_quantize)
     checks.check_int4_dequantize(I4.launch_int4_dequantize)
     checks.check_int4_quantize(lambda p, s, x: I4.launch_int4_quantize_rows(p, s, x, form="x8"),
                                name="int4 quantize rows x8")
     checks.check_int4_dequantize(I4.launch_int4_dequantize_tile4, name="int4 dequantize tile4")
-    checks.check_ternary_quantize(K.launch_ternary_quantize)
-    checks.check_abs_sum(K.launch_abs_sum_x4, name="abs sum x4")
-    checks.check_ternary_quantize(K.launch_ternary_quantize_fast, name="ternary quantize x16", whole_words=True)
-    checks.check_int8_rows(K.launch_int8_rows)
-    checks.check_ternary_gemm(K.launch_ternary_gemm, **small)
-    checks.check_ternary_gemm(K.launch_ternary_gemm_dp4a, name="ternary gemm, warp + DP4A", **small)
-    checks.check_ternary_gemm(K.launch_ternary_gemm_rows4, name="ternary gemm, four rows per pass", **small)
-    checks.check_int8_gemm(K.launch_int8_gemm, name="int8 gemm, naive", **small)
-    checks.check_int8_gemm(K.launch_dp4a_gemm, name="int8 gemm, tiled", **small)
-    checks.check_int8_gemm(K.dp4a_warptile_launcher(w8a8=True).checked, name="w8a8 gemm", epilogue=True, **small)
-    checks.check_w4a8_gemm(K.launch_w4a8_gemm, **small)
+    checks.check_ternary_quantize(ternary.launch_ternary_quantize)
+    checks.check_abs_sum(ternary.launch_abs_sum_x4, name="abs sum x4")
+    checks.check_ternary_quantize(ternary.launch_ternary_quantize_fast, name="ternary quantize x16", whole_words=True)
+    checks.check_int8_rows(ternary.launch_int8_rows)
+    checks.check_ternary_gemm(ternary.launch_ternary_gemm, **small)
+    checks.check_ternary_gemm(ternary.launch_ternary_gemm_dp4a, name="ternary gemm, warp + DP4A", **small)
+    checks.check_ternary_gemm(ternary.launch_ternary_gemm_rows4, name="ternary gemm, four rows per pass", **small)
+    checks.check_int8_gemm(int8_gemm.launch_int8_gemm, name="int8 gemm, naive", **small)
+    checks.check_int8_gemm(int8_gemm.launch_dp4a_gemm, name="int8 gemm, tiled", **small)
+    checks.check_int8_gemm(int8_gemm.dp4a_warptile_launcher(w8a8=True).checked, name="w8a8 gemm", epilogue=True,
+                           **small)
+    checks.check_w4a8_gemm(w4a8.launch_w4a8_gemm, **small)
     if not sim:
-        for label, kern in [("naive", K.int8_gemm_dp4a), ("tiled", K.launch_dp4a_gemm), ("w4a8", K.w4a8_gemm)]:
-            count = K.sass_count(kern, "IDP.4A")
+        for label, kern in [("naive", int8_gemm.int8_gemm_dp4a), ("tiled", int8_gemm.launch_dp4a_gemm),
+                            ("w4a8", w4a8.w4a8_gemm)]:
+            count = int8_gemm.sass_count(kern, "IDP.4A")
             results[f"IDP.4A in {label}"] = count
             print(f"IDP.4A instructions in the SASS of the {label} kernel: {count}", flush=True)
 
@@ -99,7 +106,9 @@ def _line(m, extra=""):
 def memory_bound(sim: bool, results: dict):
     from numba import cuda
 
-    from kernel_lab.quant import kernels as K
+    from kernel_lab import scans
+    from kernel_lab.quant import int8 as I8
+    from kernel_lab.quant import ternary
 
     from kernel_lab.quant import int4 as I4
     from kernel_lab.quant.integer import INT4_GROUP
@@ -113,7 +122,7 @@ def memory_bound(sim: bool, results: dict):
     x = x2.reshape(n)
     q, scale, amax = cuda.device_array(n, np.int8), cuda.device_array(1, np.float32), cuda.device_array(1, np.float32)
     out = cuda.device_array(n, np.float32)
-    K.launch_int8_quantize(q, scale, x, amax)
+    I8.launch_int8_quantize(q, scale, x, amax)
     q2, rs = cuda.device_array((rows, cols), np.int8), cuda.device_array(rows, np.float32)
     lo, hi = cuda.to_device(xh.min(1)), cuda.to_device(xh.max(1))
     qa, sa, za = cuda.device_array((rows, cols), np.uint8), cuda.device_array(rows, np.float32), cuda.device_array(rows, np.int32)
@@ -124,26 +133,27 @@ def memory_bound(sim: bool, results: dict):
     tp, ts = cuda.device_array((rows, -(-cols // 4)), np.uint8), cuda.device_array(1, np.float32)
     int4_bytes = 4 * n + n // 2 + 4 * gs.size
     ours = [
-        ("int8 quantize (scale given)", lambda: K.int8_quantize[K.persistent_blocks(n), K.THREADS](x, amax, q, scale), 5 * n),
-        ("int8 absmax + quantize", lambda: K.launch_int8_quantize(q, scale, x, amax), 9 * n),
-        ("int8 dequantize", lambda: K.launch_int8_dequantize(out, q, scale), 5 * n),
-        ("int8 quantize x4 (tile of 4 x 16 B)", lambda: K.launch_int8_quantize_x4(q, scale, x, amax), 5 * n),
-        ("int8 dequantize x4 (tile of 4 words)", lambda: K.launch_int8_dequantize_x4(out, q, scale), 5 * n),
-        ("uint8 affine per channel", lambda: K.launch_affine_quantize_rows(qa, sa, za, x2, lo, hi), 5 * n),
-        ("int8 per token (rows)", lambda: K.launch_int8_rows(q2, rs, x2), 5 * n),
+        ("int8 quantize (scale given)",
+         lambda: I8.int8_quantize[scans.persistent_blocks(n), scans.THREADS](x, amax, q, scale), 5 * n),
+        ("int8 absmax + quantize", lambda: I8.launch_int8_quantize(q, scale, x, amax), 9 * n),
+        ("int8 dequantize", lambda: I8.launch_int8_dequantize(out, q, scale), 5 * n),
+        ("int8 quantize x4 (tile of 4 x 16 B)", lambda: I8.launch_int8_quantize_x4(q, scale, x, amax), 5 * n),
+        ("int8 dequantize x4 (tile of 4 words)", lambda: I8.launch_int8_dequantize_x4(out, q, scale), 5 * n),
+        ("uint8 affine per channel", lambda: I8.launch_affine_quantize_rows(qa, sa, za, x2, lo, hi), 5 * n),
+        ("int8 per token (rows)", lambda: ternary.launch_int8_rows(q2, rs, x2), 5 * n),
         ("int4 quantize, groups of 128", lambda: I4.launch_int4_quantize(pk, gs, x2), int4_bytes),
         ("int4 dequantize", lambda: I4.launch_int4_dequantize(out2, pk, gs), int4_bytes),
-        ("ternary absmean + pack (2 passes)", lambda: K.launch_ternary_quantize(tp, ts, x2), 8 * n + n // 4),
+        ("ternary absmean + pack (2 passes)", lambda: ternary.launch_ternary_quantize(tp, ts, x2), 8 * n + n // 4),
         # the package's fast forms (same bits as the kernels above)
-        ("uint8 affine per channel, x4 tile (package)", lambda: K.launch_affine_quantize_rows_x4(qa, sa, za, x2, lo, hi),
-         5 * n),
-        ("int8 per token, team per row (package)", lambda: K.launch_int8_rows_fast(q2, rs, x2), 5 * n),
+        ("uint8 affine per channel, x4 tile (package)",
+         lambda: I8.launch_affine_quantize_rows_x4(qa, sa, za, x2, lo, hi), 5 * n),
+        ("int8 per token, team per row (package)", lambda: ternary.launch_int8_rows_fast(q2, rs, x2), 5 * n),
         ("int4 quantize, 2-D grid, uint64 (package)",
          lambda: I4.launch_int4_quantize_rows(pk, gs, x2, unsigned=True), int4_bytes),
         ("int4 quantize, a group on 16 lanes (package)",
          lambda: I4.launch_int4_quantize_rows(pk, gs, x2, form="x8"), int4_bytes),
         ("int4 dequantize, tile4 (package)", lambda: I4.launch_int4_dequantize_tile4(out2, pk, gs), int4_bytes),
-        ("ternary absmean + pack, x16 (package, 2 passes)", lambda: K.launch_ternary_quantize_fast(tp, ts, x2),
+        ("ternary absmean + pack, x16 (package, 2 passes)", lambda: ternary.launch_ternary_quantize_fast(tp, ts, x2),
          8 * n + n // 4),
     ]
     peers = {}
@@ -198,7 +208,9 @@ def gemms(sim: bool, results: dict):
 
     from kernel_lab import sgemm
     from kernel_lab.quant import integer as ref
-    from kernel_lab.quant import kernels as K
+    from kernel_lab.quant import ternary
+    from kernel_lab.quant import int8_gemm
+    from kernel_lab.quant import w4a8
 
     cp = None if sim else _cupy()
     Lt = None if sim else _lt()
@@ -206,17 +218,17 @@ def gemms(sim: bool, results: dict):
     rng = np.random.default_rng(1)
     A = rng.integers(-127, 128, (n, n)).astype(np.int8)
     B = rng.integers(-127, 128, (n, n)).astype(np.int8)
-    a32, b32 = cuda.to_device(K.as_words(A)), cuda.to_device(K.as_words(B))
+    a32, b32 = cuda.to_device(ref.as_words(A)), cuda.to_device(ref.as_words(B))
     c32, cf = cuda.device_array((n, n), np.int32), cuda.device_array((n, n), np.float32)
     sa, sb = cuda.to_device(np.full(n, 0.01, np.float32)), cuda.to_device(np.full(n, 0.02, np.float32))
     af, bf = cuda.to_device(A.astype(np.float32)), cuda.to_device(np.ascontiguousarray(B.T).astype(np.float32))
     ops = 2 * n ** 3
-    runs = [("DP4A, one output per thread", lambda: K.launch_int8_gemm(c32, a32, b32)),
-            ("DP4A, tiled", lambda: K.launch_dp4a_gemm(c32, a32, b32)),
+    runs = [("DP4A, one output per thread", lambda: int8_gemm.launch_int8_gemm(c32, a32, b32)),
+            ("DP4A, tiled", lambda: int8_gemm.launch_dp4a_gemm(c32, a32, b32)),
             ("module 02's double-buffered SGEMM", lambda: sgemm.launch_double_buffered(cf, af, bf))]
-    warp_dp4a = K.dp4a_warptile_launcher()  # module 02's warp-tiled kernel with a DP4A per FFMA (05.6)
-    w8a8 = K.dp4a_warptile_launcher(w8a8=True)  # the same with the dequantizing epilogue
-    b32k = K.k_major_words(b32)
+    warp_dp4a = int8_gemm.dp4a_warptile_launcher()  # module 02's warp-tiled kernel with a DP4A per FFMA (05.6)
+    w8a8 = int8_gemm.dp4a_warptile_launcher(w8a8=True)  # the same with the dequantizing epilogue
+    b32k = int8_gemm.k_major_words(b32)
     runs.insert(2, ("W8A8 warp-tiled (dequantizing epilogue)", lambda: w8a8(cf, a32, b32k, sa, sb)))
     runs.insert(2, ("DP4A, warp-tiled (module 02's, package)", lambda: warp_dp4a(c32, a32, b32k)))
     if not sim:  # 02.3's tuner: its fastest tiles at this size, as 05.6 measures
@@ -253,8 +265,8 @@ def gemms(sim: bool, results: dict):
     w32 = cuda.to_device(ref.int4_pack(ref.int4_quantize_f32(Wf, wsc)).view(np.int32))
     wsd = cuda.to_device(wsc)
     W8, ws8 = ref.int8_per_row_f32(Wf)
-    w8, ws8d = cuda.to_device(K.as_words(W8)), cuda.to_device(ws8)
-    w8k = K.k_major_words(w8)
+    w8, ws8d = cuda.to_device(ref.as_words(W8)), cuda.to_device(ws8)
+    w8k = int8_gemm.k_major_words(w8)
     tern = cuda.to_device(ref.ternary_pack(ref.ternary_quantize_f32(Wf, ref.ternary_scale_f32(Wf))))
     tsc = cuda.to_device(np.array([ref.ternary_scale_f32(Wf)], np.float32))
     int4_bytes = nn * kk // 2 + 4 * wsc.size
@@ -262,11 +274,11 @@ def gemms(sim: bool, results: dict):
     for m_rows in ((1, 5) if sim else (1, 4, 16, 64)):
         Xf = rng.standard_normal((m_rows, kk)).astype(np.float32)
         Xq, xs = ref.int8_per_row_f32(Xf)
-        ax, xsd, aq = cuda.to_device(K.as_words(Xq)), cuda.to_device(xs), cuda.to_device(Xq)
+        ax, xsd, aq = cuda.to_device(ref.as_words(Xq)), cuda.to_device(xs), cuda.to_device(Xq)
         Y = cuda.device_array((m_rows, nn), np.float32)
-        row = [("W4A8", lambda: K.launch_w4a8_gemm(Y, ax, xsd, w32, wsd), int4_bytes),
+        row = [("W4A8", lambda: w4a8.launch_w4a8_gemm(Y, ax, xsd, w32, wsd), int4_bytes),
                ("W8A8 warp-tiled", lambda: w8a8(Y, ax, w8k, xsd, ws8d), nn * kk),
-               ("ternary (simple)", lambda: K.launch_ternary_gemm(Y, aq, xsd, tern, tsc), nn * kk // 4)]
+               ("ternary (simple)", lambda: ternary.launch_ternary_gemm(Y, aq, xsd, tern, tsc), nn * kk // 4)]
         if cp is not None:
             cx, cw = cp.asarray(Xf), cp.asarray(Wf)
             row.append(("cuBLAS SGEMM", lambda: cx @ cw.T, 4 * nn * kk))

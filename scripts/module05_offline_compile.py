@@ -2,9 +2,10 @@
 
 The simulator runs kernels as Python and cannot see what the GPU compiler refuses (a loop over a
 tuple of shuffle offsets, a type that does not unify). This script compiles every kernel of
-``kernel_lab.quant.kernels`` with Numba's GPU target and reports which kernels carry DP4A and PRMT
-as inline PTX (``ptxas -v`` on the PTX then shows registers and spills, ``cuobjdump -sass`` the
-``IDP.4A`` instructions). Run it through itself:
+``kernel_lab.quant``'s ``int8``, ``int4``, ``ternary``, ``int8_gemm``, ``w4a8`` and ``w4a8_mma`` with
+Numba's GPU target and reports which kernels carry DP4A and PRMT as inline PTX (``ptxas -v`` on the
+PTX then shows registers and spills, ``cuobjdump -sass`` the ``IDP.4A`` instructions). Run it
+through itself:
 it re-executes with the stand-in driver library and ``NUMBA_ENABLE_CUDASIM=0``::
 
     python scripts/module05_offline_compile.py
@@ -28,7 +29,10 @@ def _compile_all(cc=(9, 0)):
     from kernel_lab.tensor_cores import offline
 
     numba_dispatcher.get_current_device = lambda: offline._PretendDevice(cc)
-    from kernel_lab.quant import kernels as K
+    from kernel_lab.quant import int8 as I8
+    from kernel_lab.quant import ternary
+    from kernel_lab.quant import int8_gemm
+    from kernel_lab.quant import w4a8
     from kernel_lab.quant import int4 as I4
     from kernel_lab.quant import w4a8_mma
 
@@ -40,29 +44,29 @@ def _compile_all(cc=(9, 0)):
     u16m = arr["uint16_2"]
     u32v, u32m = types.Array(types.uint32, 1, "C"), types.Array(types.uint32, 2, "C")
     kernels = {
-        "int8_quantize": (K.int8_quantize, (f32v, f32v, i8v, f32v)),
-        "int8_dequantize": (K.int8_dequantize, (i8v, f32v, f32v)),
-        "int8_quantize_x4": (K.int8_quantize_x4, (f32v, f32v, i8v, i32v, f32v)),
-        "int8_quantize_x4_fadd": (K.int8_quantize_x4_fadd, (f32v, f32v, i8v, i32v, f32v)),
-        "int8_dequantize_x4": (K.int8_dequantize_x4, (i8v, i32v, f32v, f32v)),
-        "affine_quantize_rows": (K.affine_quantize_rows, (f32m, f32v, f32v, u8m, f32v, i32v)),
+        "int8_quantize": (I8.int8_quantize, (f32v, f32v, i8v, f32v)),
+        "int8_dequantize": (I8.int8_dequantize, (i8v, f32v, f32v)),
+        "int8_quantize_x4": (I8.int8_quantize_x4, (f32v, f32v, i8v, i32v, f32v)),
+        "int8_quantize_x4_fadd": (I8.int8_quantize_x4_fadd, (f32v, f32v, i8v, i32v, f32v)),
+        "int8_dequantize_x4": (I8.int8_dequantize_x4, (i8v, i32v, f32v, f32v)),
+        "affine_quantize_rows": (I8.affine_quantize_rows, (f32m, f32v, f32v, u8m, f32v, i32v)),
         "int4_quantize_groups": (I4.int4_quantize_groups, (f32m, u8m, f32m)),
         "int4_dequantize": (I4.int4_dequantize, (u8m, f32m, f32m)),
         "int4_quantize_rows_x4": (I4.int4_quantize_rows_x4, (f32m, u8m, u16m, f32m)),
         "int4_quantize_rows_u64": (I4.int4_quantize_rows_u64, (f32m, u8m, u16m, f32m)),
         "int4_quantize_rows_x8": (I4.int4_quantize_rows_x8, (f32m, u8m, u16m, f32m)),
         "int4_dequantize_tile4": (I4.int4_dequantize_tile4, (u8m, u16m, f32m, f32m)),
-        "abs_sum": (K.abs_sum, (f32v, f64v)),
-        "ternary_quantize_pack": (K.ternary_quantize_pack, (f32m, f64v, u8m, f32v)),
-        "int8_rows_quantize": (K.int8_rows_quantize, (f32m, i8m, f32v)),
-        "ternary_gemm": (K.ternary_gemm, (i8m, f32v, u8m, f32v, f32m)),
-        "ternary_gemm_dp4a": (K.ternary_gemm_dp4a, (i32m, f32v, u8m, f32v, f32m, i32v)),
-        "ternary_gemm_rows4": (K.ternary_gemm_rows4, (i32m, f32v, u32m, f32v, f32m, i32v)),
-        "abs_sum_x4": (K.abs_sum_x4, (f32v, f64v)),
-        "ternary_pack_x16": (K.ternary_pack_x16, (f32v, f64v, u32v, f32v)),
-        "int8_gemm_dp4a": (K.int8_gemm_dp4a, (i32m, i32m, i32m)),
-        "dp4a_gemm tiled": (K.launch_dp4a_gemm.kernel, (i32m, i32m, i32m)),
-        "w4a8_gemm": (K.w4a8_gemm, (i32m, f32v, i32m, f32m, f32m)),
+        "abs_sum": (ternary.abs_sum, (f32v, f64v)),
+        "ternary_quantize_pack": (ternary.ternary_quantize_pack, (f32m, f64v, u8m, f32v)),
+        "int8_rows_quantize": (ternary.int8_rows_quantize, (f32m, i8m, f32v)),
+        "ternary_gemm": (ternary.ternary_gemm, (i8m, f32v, u8m, f32v, f32m)),
+        "ternary_gemm_dp4a": (ternary.ternary_gemm_dp4a, (i32m, f32v, u8m, f32v, f32m, i32v)),
+        "ternary_gemm_rows4": (ternary.ternary_gemm_rows4, (i32m, f32v, u32m, f32v, f32m, i32v)),
+        "abs_sum_x4": (ternary.abs_sum_x4, (f32v, f64v)),
+        "ternary_pack_x16": (ternary.ternary_pack_x16, (f32v, f64v, u32v, f32v)),
+        "int8_gemm_dp4a": (int8_gemm.int8_gemm_dp4a, (i32m, i32m, i32m)),
+        "dp4a_gemm tiled": (int8_gemm.launch_dp4a_gemm.kernel, (i32m, i32m, i32m)),
+        "w4a8_gemm": (w4a8.w4a8_gemm, (i32m, f32v, i32m, f32m, f32m)),
     }
     w4a8_args = (i32m, f32v, i32m, f32m, f32m)
     # the tensor-core W4A8's tiles at decode shapes, for a GPU of 132 SMs (H100, H200: no GPU to ask here)

@@ -246,10 +246,10 @@ def w4a8(table):
     from kernel_lab.bench import rooflines
     from kernel_lab.checks import quantization as qchecks
     from kernel_lab.quant import integer as qint
-    from kernel_lab.quant import kernels as qk
+    from kernel_lab.quant import w4a8_mma
     from kernel_lab.tensor_cores.peers import CublasLtInt8
 
-    qchecks.check_w4a8_gemm(qk.launch_w4a8_fast, name="W4A8 decode kernel")
+    qchecks.check_w4a8_gemm(w4a8_mma.launch_w4a8_fast, name="W4A8 decode kernel")
     n = k = 8192
     rng = np.random.default_rng(6)
     wf = rng.standard_normal((n, k)).astype(np.float32)
@@ -261,9 +261,9 @@ def w4a8(table):
     copy_gbps = rooflines(quiet=True)["copy_gbps"]
     for m in (1, 16, 64):
         xq, xs = qint.int8_per_row_f32(rng.standard_normal((m, k)).astype(np.float32))
-        a32, xsd = cuda.to_device(qk.as_words(xq)), cuda.to_device(xs)
+        a32, xsd = cuda.to_device(qint.as_words(xq)), cuda.to_device(xs)
         y = cuda.device_array((m, n), np.float32)
-        ms = median_ms(lambda: qk.launch_w4a8_fast(y, a32, xsd, w32, ws))
+        ms = median_ms(lambda: w4a8_mma.launch_w4a8_fast(y, a32, xsd, w32, ws))
         lt, x8, c32 = CublasLtInt8(m, n, k), cp.asarray(xq), cp.empty((m, n), cp.int32)
         lt_ms = median_ms(lambda: lt(x8, w8, c32))
         frac = w4_bytes / (ms * 1e-3) / (copy_gbps * 1e9)

@@ -324,7 +324,7 @@ def drive_05(dev):
         launch(u8, x)
     yield "library_fp8_encoder(E4M3, tiled)", library_encoder_tiled
 
-    from kernel_lab.quant import kernels as K
+    from kernel_lab.quant import int8_gemm
 
     from kernel_lab.quant import int4 as I4
 
@@ -341,8 +341,8 @@ def drive_05(dev):
     yield "int4 dequantize tile4", lambda: I4.launch_int4_dequantize_tile4(fo, pk, sc)
     mm, nn, kw = 136, 260, 72  # K = 288 int8 values, 72 words
     a32, b32k, c32 = dev((mm, kw), np.int32), dev((kw, nn), np.int32), dev((mm, nn), np.int32)
-    for cfg in K.dp4a_warptile_configs():
-        yield f"dp4a warp-tiled {cfg.label()}", lambda cfg=cfg: K.dp4a_warptile_launcher(cfg)(c32, a32, b32k)
+    for cfg in int8_gemm.dp4a_warptile_configs():
+        yield f"dp4a warp-tiled {cfg.label()}", lambda cfg=cfg: int8_gemm.dp4a_warptile_launcher(cfg)(c32, a32, b32k)
 
 
 def drive_01(dev):

@@ -1,6 +1,6 @@
 """Module 05's integer checks: each classic mistake, fed to its check, gets its message; right kernels pass.
 
-Runs under the simulator. The right kernels are the package's (kernel_lab.quant.kernels); each wrong
+Runs under the simulator. The right kernels are the package's (kernel_lab.quant: int8, int4, ternary, int8_gemm, w4a8); each wrong
 kernel is one of them with one edit of its source (``mutant``), the mistake a learner makes.
 """
 
@@ -21,8 +21,13 @@ from numba import cuda  # noqa: E402
 from kernel_lab import CheckFailed  # noqa: E402
 from kernel_lab.checks import quantization as checks  # noqa: E402
 from kernel_lab.device import dp4a as dp4a_mod  # noqa: E402
+from kernel_lab import scans  # noqa: E402
 from kernel_lab.quant import integer as ref  # noqa: E402
-from kernel_lab.quant import kernels as K  # noqa: E402
+from kernel_lab.quant import int8 as I8  # noqa: E402
+from kernel_lab.quant import ternary  # noqa: E402
+from kernel_lab.quant import int8_gemm  # noqa: E402
+from kernel_lab.quant import w4a8  # noqa: E402
+from kernel_lab.quant import w4a8_mma  # noqa: E402
 from kernel_lab.quant import int4 as I4  # noqa: E402  (05.2's kernels, the notebook's names)
 
 SIZES = [("block-1", 63), ("3 blocks+7", 199)]
@@ -57,39 +62,40 @@ def q8_given(kernel):
 # --- the right kernels pass ----------------------------------------------------------------------
 
 def test_right_kernels_pass(capsys):
-    checks.check_int8_quantize(q8_given(K.int8_quantize), sizes=SIZES)
-    checks.check_int8_quantize(K.launch_int8_quantize, given_amax=False, sizes=SIZES)
-    checks.check_int8_dequantize(K.launch_int8_dequantize, sizes=SIZES)
-    checks.check_int8_quantize(K.launch_int8_quantize_x4, sizes=SIZES + X4_SIZES)
-    checks.check_int8_quantize(lambda q, s, x, a: K.launch_int8_quantize_x4(q, s, x, a, fadd=True), sizes=X4_SIZES)
-    checks.check_int8_quantize(K.launch_int8_absmax_quantize_x4, given_amax=False, sizes=X4_SIZES)
-    checks.check_int8_dequantize(K.launch_int8_dequantize_x4, sizes=SIZES + X4_SIZES)
-    checks.check_byte_value(K.byte_value)
-    checks.check_affine_rows(K.launch_affine_quantize_rows)
+    checks.check_int8_quantize(q8_given(I8.int8_quantize), sizes=SIZES)
+    checks.check_int8_quantize(I8.launch_int8_quantize, given_amax=False, sizes=SIZES)
+    checks.check_int8_dequantize(I8.launch_int8_dequantize, sizes=SIZES)
+    checks.check_int8_quantize(I8.launch_int8_quantize_x4, sizes=SIZES + X4_SIZES)
+    checks.check_int8_quantize(lambda q, s, x, a: I8.launch_int8_quantize_x4(q, s, x, a, fadd=True), sizes=X4_SIZES)
+    checks.check_int8_quantize(I8.launch_int8_absmax_quantize_x4, given_amax=False, sizes=X4_SIZES)
+    checks.check_int8_dequantize(I8.launch_int8_dequantize_x4, sizes=SIZES + X4_SIZES)
+    checks.check_byte_value(I8.byte_value)
+    checks.check_affine_rows(I8.launch_affine_quantize_rows)
     checks.check_int4_quantize(I4.launch_int4_quantize, shapes=SHAPES4)
     checks.check_int4_dequantize(I4.launch_int4_dequantize, shapes=SHAPES4)
     checks.check_int4_quantize(I4.launch_int4_quantize_rows, shapes=SHAPES4 + ALIGNED4)
     checks.check_int4_dequantize(I4.launch_int4_dequantize_tile4, shapes=SHAPES4 + ALIGNED4)
-    checks.check_ternary_quantize(K.launch_ternary_quantize)
-    checks.check_int8_rows(K.launch_int8_rows)
-    checks.check_ternary_gemm(K.launch_ternary_gemm, shapes=GEMM)
-    checks.check_ternary_gemm(K.launch_ternary_gemm_warp, shapes=GEMM)
-    checks.check_ternary_gemm(K.launch_ternary_gemm_dp4a, shapes=GEMM + [("2 x 3 x 64", (2, 3, 64))])
-    checks.check_ternary_gemm(K.launch_ternary_gemm_rows4, shapes=GEMM + [("6 x 3 x 64", (6, 3, 64))])
-    checks.check_int8_gemm(K.launch_int8_gemm, shapes=GEMM)
-    checks.check_int8_gemm(K.launch_dp4a_gemm, shapes=GEMM)
-    checks.check_int8_gemm(K.dp4a_warptile_launcher().checked, shapes=GEMM)
-    checks.check_int8_gemm(K.dp4a_warptile_launcher(w8a8=True).checked, epilogue=True, shapes=GEMM)
-    checks.check_w4a8_gemm(K.launch_w4a8_gemm, shapes=GEMM)
-    checks.check_w4a8_gemm(K.launch_w4a8_gemm_rows, shapes=GEMM + [("5 x 9 x 256", (5, 9, 256))])
-    checks.check_w4a8_gemm(K.launch_w4a8_fast, shapes=GEMM + [("5 x 9 x 256", (5, 9, 256)), ("1 x 9 x 256", (1, 9, 256))])
+    checks.check_ternary_quantize(ternary.launch_ternary_quantize)
+    checks.check_int8_rows(ternary.launch_int8_rows)
+    checks.check_ternary_gemm(ternary.launch_ternary_gemm, shapes=GEMM)
+    checks.check_ternary_gemm(ternary.launch_ternary_gemm_warp, shapes=GEMM)
+    checks.check_ternary_gemm(ternary.launch_ternary_gemm_dp4a, shapes=GEMM + [("2 x 3 x 64", (2, 3, 64))])
+    checks.check_ternary_gemm(ternary.launch_ternary_gemm_rows4, shapes=GEMM + [("6 x 3 x 64", (6, 3, 64))])
+    checks.check_int8_gemm(int8_gemm.launch_int8_gemm, shapes=GEMM)
+    checks.check_int8_gemm(int8_gemm.launch_dp4a_gemm, shapes=GEMM)
+    checks.check_int8_gemm(int8_gemm.dp4a_warptile_launcher().checked, shapes=GEMM)
+    checks.check_int8_gemm(int8_gemm.dp4a_warptile_launcher(w8a8=True).checked, epilogue=True, shapes=GEMM)
+    checks.check_w4a8_gemm(w4a8.launch_w4a8_gemm, shapes=GEMM)
+    checks.check_w4a8_gemm(w4a8.launch_w4a8_gemm_rows, shapes=GEMM + [("5 x 9 x 256", (5, 9, 256))])
+    checks.check_w4a8_gemm(w4a8_mma.launch_w4a8_fast,
+                           shapes=GEMM + [("5 x 9 x 256", (5, 9, 256)), ("1 x 9 x 256", (1, 9, 256))])
     # the fast forms, on their own paths (rows a multiple of 4 or 16) and on the fallback
-    checks.check_affine_rows(K.launch_affine_quantize_rows_x4)
-    checks.check_affine_rows(K.launch_affine_quantize_rows_x4, cols=2052)
-    checks.check_int8_rows(K.launch_int8_rows_fast)
-    checks.check_int8_rows(K.launch_int8_rows_fast, shapes=[("2 x 1028", (2, 1028)), ("4 x 64", (4, 64))])
-    checks.check_ternary_quantize(K.launch_ternary_quantize_fast)
-    checks.check_ternary_quantize(K.launch_ternary_quantize_fast,
+    checks.check_affine_rows(I8.launch_affine_quantize_rows_x4)
+    checks.check_affine_rows(I8.launch_affine_quantize_rows_x4, cols=2052)
+    checks.check_int8_rows(ternary.launch_int8_rows_fast)
+    checks.check_int8_rows(ternary.launch_int8_rows_fast, shapes=[("2 x 1028", (2, 1028)), ("4 x 64", (4, 64))])
+    checks.check_ternary_quantize(ternary.launch_ternary_quantize_fast)
+    checks.check_ternary_quantize(ternary.launch_ternary_quantize_fast,
                                   shapes=[("5 x 64", (5, 64)), ("3 x 48 (ties)", (3, 48)), ("2 x 4096", (2, 4096))])
     out = capsys.readouterr().out
     assert out.count("bit-exact") == 23 and out.count("correct for all") == 8, out
@@ -108,9 +114,9 @@ def test_the_fast_w4a8_kernels_have_the_bits_of_the_notebooks():
         ws = qref.int4_group_scales_f32(wf)
         w32 = cuda.to_device(qref.int4_pack(qref.int4_quantize_f32(wf, ws)).view(np.int32))
         xq, xs = qref.int8_per_row_f32(rng.standard_normal((m, k)).astype(np.float32))
-        a32, xsd, wsd = cuda.to_device(K.as_words(xq)), cuda.to_device(xs), cuda.to_device(ws)
+        a32, xsd, wsd = cuda.to_device(ref.as_words(xq)), cuda.to_device(xs), cuda.to_device(ws)
         outs = []
-        for launch in (K.launch_w4a8_gemm, K.launch_w4a8_gemm_rows, K.launch_w4a8_gemm_words):
+        for launch in (w4a8.launch_w4a8_gemm, w4a8.launch_w4a8_gemm_rows, w4a8.launch_w4a8_gemm_words):
             y = cuda.to_device(np.full((m, n), np.nan, np.float32))
             launch(y, a32, xsd, w32, wsd)
             outs.append(y.copy_to_host())
@@ -121,7 +127,7 @@ def test_the_fast_w4a8_kernels_have_the_bits_of_the_notebooks():
 # --- the references: formats as documented -------------------------------------------------------
 
 def test_ternary_byte_words_decode_every_byte_as_dp4a_reads_it():
-    lut = K.ternary_byte_words()
+    lut = ternary.ternary_byte_words()
     for b in range(256):
         codes = [(b >> (2 * t)) & 3 for t in range(4)]
         want = [1 if c == 1 else -1 if c == 3 else 0 for c in codes]
@@ -164,32 +170,32 @@ def test_dp4a_and_byte_perm_match_their_definitions():
 # --- INT8 ----------------------------------------------------------------------------------------
 
 def test_int8_ties_away_from_zero_named():
-    bad = mutant(K.int8_quantize, "v = round(x[i] / s)", "v = math.floor(abs(x[i] / s) + 0.5) * (1 if x[i] >= 0 else -1)",
-                 math=__import__("math"))
+    bad = mutant(I8.int8_quantize, "v = round(x[i] / s)",
+                 "v = math.floor(abs(x[i] / s) + 0.5) * (1 if x[i] >= 0 else -1)", math=__import__("math"))
     with pytest.raises(CheckFailed, match="ties are rounded away from zero"):
         checks.check_int8_quantize(q8_given(bad), sizes=SIZES, seed=1)
 
 
 def test_int8_truncation_named():
-    bad = mutant(K.int8_quantize, "v = round(x[i] / s)", "v = int(x[i] / s)")
+    bad = mutant(I8.int8_quantize, "v = round(x[i] / s)", "v = int(x[i] / s)")
     with pytest.raises(CheckFailed, match="truncated toward zero"):
         checks.check_int8_quantize(q8_given(bad), sizes=SIZES, seed=2)
 
 
 def test_int8_saturation_missing_named():
-    bad = mutant(K.int8_quantize, "q[i] = int8(min(max(v, -127), 127))", "q[i] = (v + 128) % 256 - 128")
+    bad = mutant(I8.int8_quantize, "q[i] = int8(min(max(v, -127), 127))", "q[i] = (v + 128) % 256 - 128")
     with pytest.raises(CheckFailed, match="wrapped around instead of saturating"):
         checks.check_int8_quantize(q8_given(bad), sizes=SIZES, seed=3)
 
 
 def test_int8_minus_128_named():
-    bad = mutant(K.int8_quantize, "q[i] = int8(min(max(v, -127), 127))", "q[i] = int8(min(max(v, -128), 127))")
+    bad = mutant(I8.int8_quantize, "q[i] = int8(min(max(v, -127), 127))", "q[i] = int8(min(max(v, -128), 127))")
     with pytest.raises(CheckFailed, match="-128 appears"):
         checks.check_int8_quantize(q8_given(bad), sizes=SIZES, seed=4)
 
 
 def test_int8_scale_of_zero_tensor_named():
-    bad = mutant(K.int8_quantize, "s = a / float32(127.0) if a > float32(0.0) else float32(1.0)",
+    bad = mutant(I8.int8_quantize, "s = a / float32(127.0) if a > float32(0.0) else float32(1.0)",
                  "s = a / float32(127.0)")
     with pytest.raises(CheckFailed, match="all-zero input has absmax 0"):
         checks.check_int8_quantize(q8_given(bad), sizes=SIZES, seed=5)
@@ -198,25 +204,25 @@ def test_int8_scale_of_zero_tensor_named():
 def test_int8_scale_from_max_instead_of_absmax_named():
     def launch(q, s, x):
         amax = cuda.to_device(np.array([x.copy_to_host().max()], np.float32))  # the mistake: max, not absmax
-        K.int8_quantize[2, 64](x, amax, q, s)
+        I8.int8_quantize[2, 64](x, amax, q, s)
     with pytest.raises(CheckFailed, match="comes from max\\(x\\), not max\\(\\|x\\|\\)"):
         checks.check_int8_quantize(launch, given_amax=False, sizes=SIZES, seed=6)
 
 
 def test_int8_dequantize_unsigned_named():
-    bad = mutant(K.int8_dequantize, "out[i] = float32(q[i]) * s", "out[i] = float32(uint8(q[i])) * s")
+    bad = mutant(I8.int8_dequantize, "out[i] = float32(q[i]) * s", "out[i] = float32(uint8(q[i])) * s")
     with pytest.raises(CheckFailed, match="read as unsigned"):
         checks.check_int8_dequantize(lambda o, q, s: bad[2, 64](q, s, o), sizes=SIZES, seed=7)
 
 
 def test_affine_zero_point_not_clamped_named():
-    bad = mutant(K.affine_quantize_rows, "z = min(max(round(-lo[r] / s), 0), 255)", "z = round(-lo[r] / s)")
+    bad = mutant(I8.affine_quantize_rows, "z = min(max(round(-lo[r] / s), 0), 255)", "z = round(-lo[r] / s)")
     with pytest.raises(CheckFailed, match="zero point not clamped"):
         checks.check_affine_rows(lambda q, s, z, x, lo, hi: bad[(1, 3), (16, 16)](x, lo, hi, q, s, z), seed=8)
 
 
 def test_affine_saturation_missing_named():
-    bad = mutant(K.affine_quantize_rows, "uint8(min(max(round(x[r, c] / s) + z, 0), 255))",
+    bad = mutant(I8.affine_quantize_rows, "uint8(min(max(round(x[r, c] / s) + z, 0), 255))",
                  "(round(x[r, c] / s) + z) % 256")
     with pytest.raises(CheckFailed, match="wrapped around instead of saturating"):
         checks.check_affine_rows(lambda q, s, z, x, lo, hi: bad[(1, 3), (16, 16)](x, lo, hi, q, s, z), seed=9)
@@ -307,38 +313,38 @@ def test_int4_dequantize_odd_tail_named():
 def tern_launcher(kernel):
     def launch(p, s, w):
         total = cuda.device_array(1, np.float64)
-        K.zero_first[1, 1](total)
-        K.abs_sum[2, 64](w.reshape(w.size), total)
+        scans.zero_first[1, 1](total)
+        ternary.abs_sum[2, 64](w.reshape(w.size), total)
         kernel[(-(-w.shape[0] // 8), -(-p.shape[1] // 32)), (8, 32)](w, total, p, s)
     return launch
 
 
 def test_ternary_packing_order_named():
-    bad = mutant(K.ternary_quantize_pack, "byte |= (t & 3) << (2 * i)", "byte |= (t & 3) << (6 - 2 * i)")
+    bad = mutant(ternary.ternary_quantize_pack, "byte |= (t & 3) << (2 * i)", "byte |= (t & 3) << (6 - 2 * i)")
     with pytest.raises(CheckFailed, match="packing order"):
         checks.check_ternary_quantize(tern_launcher(bad), seed=17)
 
 
 def test_ternary_minus_one_code_named():
-    bad = mutant(K.ternary_quantize_pack, "byte |= (t & 3) << (2 * i)", "byte |= (2 if t < 0 else t) << (2 * i)")
+    bad = mutant(ternary.ternary_quantize_pack, "byte |= (t & 3) << (2 * i)", "byte |= (2 if t < 0 else t) << (2 * i)")
     with pytest.raises(CheckFailed, match="-1 was stored as 10"):
         checks.check_ternary_quantize(tern_launcher(bad), seed=18)
 
 
 def test_ternary_ties_and_tail_named():
-    bad = mutant(K.ternary_quantize_pack, "t = min(max(round(w[r, c] / s), -1), 1)",
+    bad = mutant(ternary.ternary_quantize_pack, "t = min(max(round(w[r, c] / s), -1), 1)",
                  "t = min(max(int(math.floor(abs(w[r, c] / s) + 0.5)) * (1 if w[r, c] >= 0 else -1), -1), 1)",
                  math=__import__("math"))
     with pytest.raises(CheckFailed, match="ties are rounded away from zero"):
         checks.check_ternary_quantize(tern_launcher(bad), seed=19)
-    bad = mutant(K.ternary_quantize_pack, "        if c < cols:", "        if c < cols - cols % 4:")
+    bad = mutant(ternary.ternary_quantize_pack, "        if c < cols:", "        if c < cols - cols % 4:")
     with pytest.raises(CheckFailed, match="not a multiple of 4"):
         checks.check_ternary_quantize(tern_launcher(bad), seed=20)
 
 
 def test_ternary_scale_from_max_named():
     def launch(p, s, w):
-        K.launch_ternary_quantize(p, s, w)
+        ternary.launch_ternary_quantize(p, s, w)
         s.copy_to_device(np.array([np.abs(w.copy_to_host()).max()], np.float32))
     with pytest.raises(CheckFailed, match="uses the mean of \\|w\\|"):
         checks.check_ternary_quantize(launch, seed=21)
@@ -346,18 +352,19 @@ def test_ternary_scale_from_max_named():
 
 def test_per_token_scales_named():
     def launch(q, s, x):
-        K.launch_int8_rows(q, s, x)
+        ternary.launch_int8_rows(q, s, x)
         s.copy_to_device(np.full(s.shape, s.copy_to_host()[0], np.float32))
     with pytest.raises(CheckFailed, match="each row's own absmax"):
         checks.check_int8_rows(launch, seed=22)
 
 
 def test_ternary_gemm_mistakes_named():
-    plus3 = mutant(K.ternary_gemm, "elif code == 3:\n                    acc -= int32(a[m, k])",
+    plus3 = mutant(ternary.ternary_gemm, "elif code == 3:\n                    acc -= int32(a[m, k])",
                    "elif code == 3:\n                    acc += 3 * int32(a[m, k])")
     with pytest.raises(CheckFailed, match="code 11 was added as \\+3"):
         checks.check_ternary_gemm(lambda o, a, sa, p, sw: plus3[(1, 1), (16, 8)](a, sa, p, sw, o), shapes=GEMM, seed=23)
-    tail = mutant(K.ternary_gemm, "            if k < a.shape[1]:", "            if k < a.shape[1] - a.shape[1] % 4:")
+    tail = mutant(ternary.ternary_gemm, "            if k < a.shape[1]:",
+                  "            if k < a.shape[1] - a.shape[1] % 4:")
     with pytest.raises(CheckFailed, match="were skipped"):
         checks.check_ternary_gemm(lambda o, a, sa, p, sw: tail[(1, 1), (16, 8)](a, sa, p, sw, o),
                                   shapes=[("3 x 6 x 137", (3, 6, 137))], seed=24)
@@ -366,7 +373,7 @@ def test_ternary_gemm_mistakes_named():
 # --- GEMMs ---------------------------------------------------------------------------------------
 
 def test_dp4a_gemm_last_word_skipped_named():
-    bad = mutant(K.int8_gemm_dp4a, "for w in range(a32.shape[1]):", "for w in range(a32.shape[1] - 1):")
+    bad = mutant(int8_gemm.int8_gemm_dp4a, "for w in range(a32.shape[1]):", "for w in range(a32.shape[1] - 1):")
     with pytest.raises(CheckFailed, match="last word of K was skipped"):
         checks.check_int8_gemm(lambda c, a, b: bad[(1, 1), (16, 16)](a, b, c), shapes=GEMM, seed=25)
 
@@ -374,7 +381,7 @@ def test_dp4a_gemm_last_word_skipped_named():
 def test_w8a8_epilogue_missing_named():
     def launch(c, a32, b32, sa, sb):
         ci = cuda.device_array(c.shape, np.int32)
-        K.launch_dp4a_gemm(ci, a32, b32)
+        int8_gemm.launch_dp4a_gemm(ci, a32, b32)
         c.copy_to_device(ci.copy_to_host().astype(np.float32))
     with pytest.raises(CheckFailed, match="did not dequantize"):
         checks.check_int8_gemm(launch, epilogue=True, shapes=GEMM, seed=26)
@@ -384,29 +391,30 @@ def test_w4a8_mistakes_named():
     # Each mistake in dot8 (the learner's part in 05.6) and in the group scale, on both of the
     # kernel's paths (16-byte rows and one word at a time: the default shapes have both).
     def with_dot8(bad8):
-        return mutant(K.w4a8_gemm, "acc = cuda.local.array(MT, float32)", "acc = cuda.local.array(MT, float32)",
+        return mutant(w4a8.w4a8_gemm, "acc = cuda.local.array(MT, float32)", "acc = cuda.local.array(MT, float32)",
                       dot8=bad8)
 
     def launch(kernel):
         return lambda o, a, sa, w, s: kernel[-(-o.shape[1] // 4), 128](a, sa, w, s, o)
 
-    no_sign = mutant(K.dot8, [("    even |= (even & uint32(0x08080808)) * uint32(30)", "    pass"),
+    no_sign = mutant(w4a8.dot8, [("    even |= (even & uint32(0x08080808)) * uint32(30)", "    pass"),
                               ("    odd |= (odd & uint32(0x08080808)) * uint32(30)", "    pass")])
     with pytest.raises(CheckFailed, match="wrong sign extension"):
         checks.check_w4a8_gemm(launch(with_dot8(no_sign)), seed=27)
-    swapped = mutant(K.dot8, [("EVEN_BYTES), int32(even), 0)", "EVEN_BYTES), int32(odd), 0)"),
+    swapped = mutant(w4a8.dot8, [("EVEN_BYTES), int32(even), 0)", "EVEN_BYTES), int32(odd), 0)"),
                               ("ODD_BYTES), int32(odd), d)", "ODD_BYTES), int32(even), d)")])
     with pytest.raises(CheckFailed, match="nibble order swapped"):
         checks.check_w4a8_gemm(launch(with_dot8(swapped)), seed=28)
-    one_group = mutant(K.w4a8_gemm, [("s = w_scales[n, w // GROUP_WORDS]  # four", "s = w_scales[n, 0]  # four"),
+    one_group = mutant(w4a8.w4a8_gemm, [("s = w_scales[n, w // GROUP_WORDS]  # four", "s = w_scales[n, 0]  # four"),
                                      ("s = w_scales[n, w // GROUP_WORDS]\n", "s = w_scales[n, 0]\n")])
     with pytest.raises(CheckFailed, match="first group's scale"):
         checks.check_w4a8_gemm(launch(one_group), seed=29)
     # 05.6's second part: the 16-byte loop (left as the stub's `pass`), and the row scale forgotten
-    no_vector_path = mutant(K.w4a8_gemm, "for w in range(4 * lane, words, 128):", "for w in range(words, words, 128):")
+    no_vector_path = mutant(w4a8.w4a8_gemm, "for w in range(4 * lane, words, 128):",
+                            "for w in range(words, words, 128):")
     with pytest.raises(CheckFailed, match="16-byte path"):
         checks.check_w4a8_gemm(launch(no_vector_path), seed=30)
-    no_row_scale = mutant(K.w4a8_gemm, "out[m0 + i, n] = v * a_scale[m0 + i]", "out[m0 + i, n] = v")
+    no_row_scale = mutant(w4a8.w4a8_gemm, "out[m0 + i, n] = v * a_scale[m0 + i]", "out[m0 + i, n] = v")
     with pytest.raises(CheckFailed, match="activation row's scale is missing"):
         checks.check_w4a8_gemm(launch(no_row_scale), seed=31)
 
@@ -414,22 +422,22 @@ def test_w4a8_mistakes_named():
 # --- the fast forms (05.1 exercises 4-5, 05.2 exercises 3-4) ----------------------------------
 
 def q8_tile(kernel):
-    return lambda q, s, x, a: kernel[K.tile_blocks(x.size), K.THREADS](x, a, q, K.int8_words(q), s)
+    return lambda q, s, x, a: kernel[I8.tile_blocks(x.size), scans.THREADS](x, a, q, I8.int8_words(q), s)
 
 
 def dq8_tile(kernel):
-    return lambda o, q, s: kernel[K.tile_blocks(q.size), K.THREADS](q, K.int8_words(q), s, o)
+    return lambda o, q, s: kernel[I8.tile_blocks(q.size), scans.THREADS](q, I8.int8_words(q), s, o)
 
 
 def q8_tile_mutant(old, new=None):
-    return mutant(K.int8_quantize_x4, old, new, code=K.code8)
+    return mutant(I8.int8_quantize_x4, old, new, code=I8.code8)
 
 
 def test_int8_x4_tail_missing_named():
     bad = q8_tile_mutant("    if t < x.size:\n", "    if t < 0:\n")
     with pytest.raises(CheckFailed, match=r"(?s)only the last n % 4 = 3 codes are wrong.*scalar path"):
         checks.check_int8_quantize(q8_tile(bad), sizes=X4_SIZES, seed=31)
-    bad = mutant(K.int8_dequantize_x4, "    if t < q.size:\n", "    if t < 0:\n")
+    bad = mutant(I8.int8_dequantize_x4, "    if t < q.size:\n", "    if t < 0:\n")
     with pytest.raises(CheckFailed, match=r"only the last n % 4 = 3 values are wrong"):
         checks.check_int8_dequantize(dq8_tile(bad), sizes=X4_SIZES, seed=32)
 
@@ -438,7 +446,7 @@ def test_int8_x4_partial_tile_skipped_named():
     bad = q8_tile_mutant("            if w + k * nb < nw:\n", "            if False:\n")
     with pytest.raises(CheckFailed, match="the last, partial tile was skipped"):
         checks.check_int8_quantize(q8_tile(bad), sizes=X4_SIZES, seed=33)
-    bad = mutant(K.int8_dequantize_x4, "            if w + k * nb < nw:\n", "            if False:\n")
+    bad = mutant(I8.int8_dequantize_x4, "            if w + k * nb < nw:\n", "            if False:\n")
     with pytest.raises(CheckFailed, match="the last, partial tile was skipped"):
         checks.check_int8_dequantize(dq8_tile(bad), sizes=X4_SIZES, seed=34)
 
@@ -450,13 +458,13 @@ def test_int8_x4_misaligned_load_named():
 
 
 def test_int8_x4_byte_order_reversed_named():
-    rev = mutant(K.pack4, "return int32((c0 & 0xFF) | ((c1 & 0xFF) << 8) | ((c2 & 0xFF) << 16) | (c3 << 24))",
+    rev = mutant(I8.pack4, "return int32((c0 & 0xFF) | ((c1 & 0xFF) << 8) | ((c2 & 0xFF) << 16) | (c3 << 24))",
                  "return int32((c3 & 0xFF) | ((c2 & 0xFF) << 8) | ((c1 & 0xFF) << 16) | (c0 << 24))")
-    bad = mutant(K.int8_quantize_x4, "a = amax[0]", "a = amax[0]", code=K.code8, pack4=rev)
+    bad = mutant(I8.int8_quantize_x4, "a = amax[0]", "a = amax[0]", code=I8.code8, pack4=rev)
     with pytest.raises(CheckFailed, match="byte order reversed"):
         checks.check_int8_quantize(q8_tile(bad), sizes=X4_SIZES, seed=36)
-    rev_dq = mutant(K.byte_value, "b = (p >> (8 * k)) & 0xFF", "b = (p >> (24 - 8 * k)) & 0xFF")
-    bad = mutant(K.int8_dequantize_x4, "s = scale[0]", "s = scale[0]", byte_value=rev_dq)
+    rev_dq = mutant(I8.byte_value, "b = (p >> (8 * k)) & 0xFF", "b = (p >> (24 - 8 * k)) & 0xFF")
+    bad = mutant(I8.int8_dequantize_x4, "s = scale[0]", "s = scale[0]", byte_value=rev_dq)
     with pytest.raises(CheckFailed, match="byte order reversed"):
         checks.check_int8_dequantize(dq8_tile(bad), sizes=X4_SIZES, seed=37)
 
@@ -471,7 +479,7 @@ def test_int64_shift_pair_named_on_the_cpu():
     byte_value.__globals__["float32"] = float32
     with pytest.raises(CheckFailed, match="computed in 64 bits"):
         checks.check_byte_value(byte_value)
-    unsigned = mutant(K.byte_value, "return float32(int32(b - ((b & 0x80) << 1)))", "return float32(b)")
+    unsigned = mutant(I8.byte_value, "return float32(int32(b - ((b & 0x80) << 1)))", "return float32(b)")
     with pytest.raises(CheckFailed, match="came out unsigned"):
         checks.check_byte_value(unsigned)
 
@@ -513,8 +521,8 @@ def test_int4_tile_partial_tile_skipped_named():
 # --- more mistakes of the fast forms, each named (the mutation test's notebook mutants, in small) ---
 
 def test_int8_x4_code_not_masked_named():
-    unmasked = mutant(K.pack4, "((c1 & 0xFF) << 8)", "(c1 << 8)")
-    bad = mutant(K.int8_quantize_x4, "a = amax[0]", "a = amax[0]", code=K.code8, pack4=unmasked)
+    unmasked = mutant(I8.pack4, "((c1 & 0xFF) << 8)", "(c1 << 8)")
+    bad = mutant(I8.int8_quantize_x4, "a = amax[0]", "a = amax[0]", code=I8.code8, pack4=unmasked)
     with pytest.raises(CheckFailed, match="a negative code spilled into the bytes above it"):
         checks.check_int8_quantize(q8_tile(bad), sizes=X4_SIZES, seed=41)
 
@@ -527,13 +535,13 @@ def test_int8_x4_partial_tile_of_a_short_array_named():
 
 
 def test_int8_x4_tail_of_a_single_value_named():
-    bad = mutant(K.int8_dequantize_x4, "    if t < q.size:\n", "    if t < 0:\n")
+    bad = mutant(I8.int8_dequantize_x4, "    if t < q.size:\n", "    if t < 0:\n")
     with pytest.raises(CheckFailed, match="there is no whole word: every value is in the n % 4 tail"):
         checks.check_int8_dequantize(dq8_tile(bad), sizes=[("1", 1)], seed=43)
 
 
 def test_byte_value_byte_order_reversed_named_on_the_cpu():
-    rev = mutant(K.byte_value, "b = (p >> (8 * k)) & 0xFF", "b = (p >> (24 - 8 * k)) & 0xFF")
+    rev = mutant(I8.byte_value, "b = (p >> (8 * k)) & 0xFF", "b = (p >> (24 - 8 * k)) & 0xFF")
     with pytest.raises(CheckFailed, match="byte 0 came from byte 3: the byte order is reversed"):
         checks.check_byte_value(rev)
 
@@ -541,8 +549,8 @@ def test_byte_value_byte_order_reversed_named_on_the_cpu():
 def test_int8_reciprocal_named_on_planted_values():
     """The inputs hold values where x / s and x * (1 / s) round apart; the tile quantizer with FADD
     rounding and a reciprocal fails on them."""
-    recip = mutant(K.code8_fadd, "return round_clamp_fadd(v / s,", "return round_clamp_fadd(v * (float32(1.0) / s),")
-    bad = mutant(K.int8_quantize_x4, "a = amax[0]", "a = amax[0]", code=recip)
+    recip = mutant(I8.code8_fadd, "return round_clamp_fadd(v / s,", "return round_clamp_fadd(v * (float32(1.0) / s),")
+    bad = mutant(I8.int8_quantize_x4, "a = amax[0]", "a = amax[0]", code=recip)
     with pytest.raises(CheckFailed, match="multiplies by 1 / scale"):
         checks.check_int8_quantize(q8_tile(bad), sizes=SIZES, seed=44)
     s = np.float32(0.0123)
@@ -551,10 +559,10 @@ def test_int8_reciprocal_named_on_planted_values():
 
 
 def test_fadd_magic_number_two_to_the_23_named():
-    magic = mutant(K.round_clamp_fadd, [("float32(12582912.0)", "float32(8388608.0)"),
+    magic = mutant(I8.round_clamp_fadd, [("float32(12582912.0)", "float32(8388608.0)"),
                                         ("int32(0x4B400000)", "int32(0x4B000000)")])
-    code = mutant(K.code8_fadd, "return round_clamp_fadd(", "return round_clamp_fadd(", round_clamp_fadd=magic)
-    bad = mutant(K.int8_quantize_x4, "a = amax[0]", "a = amax[0]", code=code)
+    code = mutant(I8.code8_fadd, "return round_clamp_fadd(", "return round_clamp_fadd(", round_clamp_fadd=magic)
+    bad = mutant(I8.int8_quantize_x4, "a = amax[0]", "a = amax[0]", code=code)
     with pytest.raises(CheckFailed, match=r"the rounding constant is 2\^23, not 1.5 \* 2\^23"):
         checks.check_int8_quantize(q8_tile(bad), sizes=X4_SIZES, seed=45)
 

@@ -1,7 +1,7 @@
 """05.5's checks at full strength: each classic mistake of the 16-byte quantizer and of the warp GEMMs is
 named, a kernel that never finishes is stopped and named, and the right kernels pass.
 
-Runs under the simulator. The right kernels are the package's (kernel_lab.quant.kernels, the same code as
+Runs under the simulator. The right kernels are the package's (kernel_lab.quant.ternary, the same code as
 the notebook's solutions); each wrong kernel is one of them with one edit of its source (``mutant``).
 """
 
@@ -23,7 +23,8 @@ from numba import cuda  # noqa: E402
 import kernel_lab.simulator as ksim  # noqa: E402
 from kernel_lab import CheckFailed  # noqa: E402
 from kernel_lab.checks import quantization as checks  # noqa: E402
-from kernel_lab.quant import kernels as K  # noqa: E402
+from kernel_lab.quant import ternary  # noqa: E402
+from kernel_lab.quant import warp as qwarp  # noqa: E402
 from kernel_lab.scans import THREADS, persistent_blocks, zero_first  # noqa: E402
 
 GEMM = [("1 x 8 x 1100", (1, 8, 1100)), ("6 x 3 x 137", (6, 3, 137))]
@@ -49,7 +50,7 @@ def sum_launcher(kernel):
     return launch
 
 
-def x16_launcher(pack=K.ternary_pack_x16, total_kernel=K.abs_sum_x4):
+def x16_launcher(pack=ternary.ternary_pack_x16, total_kernel=ternary.abs_sum_x4):
     def launch(packed, scale, w):
         total = cuda.device_array(1, np.float64)
         sum_launcher(total_kernel)(total, w)
@@ -62,15 +63,15 @@ def x16_launcher(pack=K.ternary_pack_x16, total_kernel=K.abs_sum_x4):
 
 def abs_sum_4byte(total, x):
     zero_first[1, 1](total)
-    K.abs_sum[persistent_blocks(x.size), THREADS](x, total)
+    ternary.abs_sum[persistent_blocks(x.size), THREADS](x, total)
 
 
 def test_right_kernels_pass(capsys):
-    checks.check_abs_sum(K.launch_abs_sum_x4)
+    checks.check_abs_sum(ternary.launch_abs_sum_x4)
     checks.check_abs_sum(abs_sum_4byte, name="abs sum (4-byte loads)")
-    checks.check_ternary_quantize(K.launch_ternary_quantize_fast, whole_words=True)
-    checks.check_ternary_gemm(K.launch_ternary_gemm_dp4a, shapes=GEMM)
-    checks.check_ternary_gemm(K.launch_ternary_gemm_rows4, shapes=GEMM)
+    checks.check_ternary_quantize(ternary.launch_ternary_quantize_fast, whole_words=True)
+    checks.check_ternary_gemm(ternary.launch_ternary_gemm_dp4a, shapes=GEMM)
+    checks.check_ternary_gemm(ternary.launch_ternary_gemm_rows4, shapes=GEMM)
     out = capsys.readouterr().out
     assert out.count("abs sum") == 2 and "correct for all 4 sizes" in out
     assert "bit-exact for all 4 shapes (3 x 1424 (three trips of the sum)" in out
@@ -101,12 +102,12 @@ def test_the_shapes_take_every_path_at_the_persistent_grid():
 ])
 def test_abs_sum_mistakes_named(old, new, named):
     with pytest.raises(CheckFailed, match=re.escape(named)):
-        checks.check_abs_sum(sum_launcher(mutant(K.abs_sum_x4, old, new)), seed=31)
+        checks.check_abs_sum(sum_launcher(mutant(ternary.abs_sum_x4, old, new)), seed=31)
 
 
 def test_the_x4_launcher_refuses_a_size_that_is_not_whole_quads():
     with pytest.raises(kl.validate.KernelLabArgumentError, match="not a multiple of 4"):
-        K.launch_abs_sum_x4(cuda.device_array(1, np.float64), cuda.to_device(np.ones(6, np.float32)))
+        ternary.launch_abs_sum_x4(cuda.device_array(1, np.float64), cuda.to_device(np.ones(6, np.float32)))
 
 
 def test_abs_sum_not_done_and_bad_sizes():
@@ -116,7 +117,7 @@ def test_abs_sum_not_done_and_bad_sizes():
     with pytest.raises(CheckFailed, match="nothing was added: is the exercise done"):
         checks.check_abs_sum(sum_launcher(stub), seed=32)
     with pytest.raises(ValueError, match="multiples of 4"):
-        checks.check_abs_sum(sum_launcher(K.abs_sum_x4), sizes=[("n = 6", 6)])
+        checks.check_abs_sum(sum_launcher(ternary.abs_sum_x4), sizes=[("n = 6", 6)])
 
 
 # --- sixteen codes a word --------------------------------------------------------------------------
@@ -128,13 +129,14 @@ def test_abs_sum_not_done_and_bad_sizes():
     ("    for k in range(4):", "    for k in range(3):", "only codes 12-15 of each word's sixteen are wrong"),
 ])
 def test_x16_pack_mistakes_named(old, new, named):
-    bad = mutant(K.ternary_pack_x16, old, new)
+    bad = mutant(ternary.ternary_pack_x16, old, new)
     with pytest.raises(CheckFailed, match=re.escape(named)):
         checks.check_ternary_quantize(x16_launcher(pack=bad), whole_words=True, seed=33)
 
 
 def test_a_wrong_sum_is_named_by_the_quantizer_check():
-    bad = mutant(K.abs_sum_x4, "stride = uint64(cuda.gridDim.x) * uint64(4) * nb", "stride = uint64(cuda.gridDim.x) * nb")
+    bad = mutant(ternary.abs_sum_x4, "stride = uint64(cuda.gridDim.x) * uint64(4) * nb",
+                 "stride = uint64(cuda.gridDim.x) * nb")
     with pytest.raises(CheckFailed, match="the sum of \\|w\\| added some weights more than once"):
         checks.check_ternary_quantize(x16_launcher(total_kernel=bad), whole_words=True, seed=34)
 
@@ -143,37 +145,41 @@ def test_a_wrong_sum_is_named_by_the_quantizer_check():
 
 def dp4a_launcher(kernel):
     def launch(out, a, a_scale, w_packed, w_scale):
-        grid = (-(-out.shape[1] // K.WARPS_PER_BLOCK), out.shape[0])
-        kernel[grid, 32 * K.WARPS_PER_BLOCK](K.activation_words(a), a_scale, w_packed, w_scale, out,
-                                             K.ternary_lut_device())
+        grid = (-(-out.shape[1] // ternary.WARPS_PER_BLOCK), out.shape[0])
+        kernel[grid, 32 * ternary.WARPS_PER_BLOCK](ternary.activation_words(a), a_scale, w_packed, w_scale, out,
+                                                   ternary.ternary_lut_device())
     return launch
 
 
 def rows4_launcher(kernel):
     def launch(out, a, a_scale, w_packed, w_scale):
-        grid = (-(-out.shape[1] // K.WARPS_PER_BLOCK), -(-out.shape[0] // K.ROWS))
-        kernel[grid, 32 * K.WARPS_PER_BLOCK](K.activation_words(a, K.ROWS), a_scale, K.weight_words(w_packed),
-                                            w_scale, out, K.ternary_lut_device())
+        grid = (-(-out.shape[1] // ternary.WARPS_PER_BLOCK), -(-out.shape[0] // ternary.ROWS))
+        kernel[grid, 32 * ternary.WARPS_PER_BLOCK](ternary.activation_words(a, ternary.ROWS), a_scale,
+                                                   ternary.weight_words(w_packed), w_scale, out,
+                                                   ternary.ternary_lut_device())
     return launch
 
 
 def test_lanes_that_stop_after_their_first_byte_or_word_are_named():
-    bad = mutant(K.ternary_gemm_dp4a, "range(lane, w_packed.shape[1], 32)", "range(lane, min(w_packed.shape[1], 32), 32)")
+    bad = mutant(ternary.ternary_gemm_dp4a, "range(lane, w_packed.shape[1], 32)",
+                 "range(lane, min(w_packed.shape[1], 32), 32)")
     with pytest.raises(CheckFailed, match="only the first 128 values of K were added: each lane took its first byte"):
         checks.check_ternary_gemm(dp4a_launcher(bad), shapes=GEMM, seed=35)
-    bad = mutant(K.ternary_gemm_rows4, "range(lane, w_words.shape[1], 32)", "range(lane, min(w_words.shape[1], 32), 32)")
+    bad = mutant(ternary.ternary_gemm_rows4, "range(lane, w_words.shape[1], 32)",
+                 "range(lane, min(w_words.shape[1], 32), 32)")
     with pytest.raises(CheckFailed, match="only the first 512 values of K were added: each lane took its first 16-code"):
         checks.check_ternary_gemm(rows4_launcher(bad), shapes=GEMM, seed=36)
 
 
 def test_lane_partial_sums_never_added_are_named():
-    bad = mutant(K.ternary_gemm_dp4a, "acc = warp_sum(acc)", "acc = acc")
+    bad = mutant(ternary.ternary_gemm_dp4a, "acc = warp_sum(acc)", "acc = acc")
     with pytest.raises(CheckFailed, match="only lane 0's share of K"):
         checks.check_ternary_gemm(dp4a_launcher(bad), shapes=GEMM, seed=37)
 
 
 def test_rows_reading_the_first_rows_activations_are_named():
-    bad = mutant(K.ternary_gemm_rows4, "acc2 = dp4a(a_words[r2, j], wt, acc2)", "acc2 = dp4a(a_words[m0, j], wt, acc2)")
+    bad = mutant(ternary.ternary_gemm_rows4, "acc2 = dp4a(a_words[r2, j], wt, acc2)",
+                 "acc2 = dp4a(a_words[m0, j], wt, acc2)")
     with pytest.raises(CheckFailed, match="rows 4i\\+2 hold row 4i's product"):
         checks.check_ternary_gemm(rows4_launcher(bad), shapes=GEMM[1:], seed=38)
 
@@ -185,8 +191,8 @@ def test_a_warp_sum_that_never_ends_is_stopped_and_named(monkeypatch):
     """The classic: ``while off >= 0`` with ``off //= 2`` (0 // 2 is 0). Its lanes keep meeting in the
     shuffle, which the deadlock detection counts as progress: only the check's time limit stops it."""
     monkeypatch.setattr(checks, "TIME_LIMIT_S", 2.0)
-    endless = mutant(K.warp_sum, "while off > 0:", "while off >= 0:")
-    bad = mutant(K.ternary_gemm_dp4a, "acc = warp_sum(acc)", "acc = endless(acc)", endless=endless)
+    endless = mutant(qwarp.warp_sum, "while off > 0:", "while off >= 0:")
+    bad = mutant(ternary.ternary_gemm_dp4a, "acc = warp_sum(acc)", "acc = endless(acc)", endless=endless)
     start = time.monotonic()
     with pytest.raises(CheckFailed) as caught:
         checks.check_ternary_gemm(dp4a_launcher(bad), shapes=GEMM[:1], seed=39)

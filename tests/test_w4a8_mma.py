@@ -20,8 +20,9 @@ from numba import cuda  # noqa: E402
 from kernel_lab import mma_ptx as ptx  # noqa: E402
 from kernel_lab.check import CheckFailed  # noqa: E402
 from kernel_lab.checks import quantization as checks  # noqa: E402
+from kernel_lab.device.dp4a import EVEN_BYTES  # noqa: E402
 from kernel_lab.quant import integer as qref  # noqa: E402
-from kernel_lab.quant import kernels as qk  # noqa: E402
+from kernel_lab.quant import w4a8  # noqa: E402
 from kernel_lab.quant import w4a8_mma as wm  # noqa: E402
 from kernel_lab.validate import KernelLabArgumentError  # noqa: E402
 
@@ -76,9 +77,9 @@ def test_the_package_w4a8_takes_the_tensor_cores_from_two_rows_and_gives_the_dp4
         ws = qref.int4_group_scales_f32(wf)
         w32 = cuda.to_device(qref.int4_pack(qref.int4_quantize_f32(wf, ws)).view(np.int32))
         xq, xs = qref.int8_per_row_f32(rng.standard_normal((m, k)).astype(np.float32))
-        args = (cuda.to_device(qk.as_words(xq)), cuda.to_device(xs), w32, cuda.to_device(ws))
+        args = (cuda.to_device(qref.as_words(xq)), cuda.to_device(xs), w32, cuda.to_device(ws))
         outs = []
-        launches = (qk.launch_w4a8_gemm_words, qk.launch_w4a8_fast) + ((wm.launch_w4a8_mma,) if k % 128 else ())
+        launches = (w4a8.launch_w4a8_gemm_words, wm.launch_w4a8_fast) + ((wm.launch_w4a8_mma,) if k % 128 else ())
         for launch in launches:
             y = cuda.to_device(np.full((m, 7), np.nan, np.float32))
             launch(y, *args)
@@ -94,7 +95,7 @@ def test_the_check_catches_a_broken_tensor_core_w4a8(mutant, monkeypatch):
     # the kernel's Python runs in the simulator, reading these names from the module when called
     if mutant == "even and odd bytes swapped":
         monkeypatch.setattr(wm, "EVEN_BYTES", wm.ODD_BYTES)
-        monkeypatch.setattr(wm, "ODD_BYTES", qk.EVEN_BYTES)
+        monkeypatch.setattr(wm, "ODD_BYTES", EVEN_BYTES)
     else:
         monkeypatch.setattr(wm, "bits_float", lambda bits: np.float32(0.0))
     with pytest.raises(CheckFailed):

@@ -9,7 +9,7 @@ DP4A's peak is twice FP32's in operations (a DP4A is four multiply-adds, issued 
 rate), so a DP4A kernel as efficient as module 02's best SGEMM runs at twice its rate. 05.6's tiled
 DP4A kernel has 02.3's kernel-5 structure (2-D register blocking, scalar shared loads, no warp tiling
 or double buffering) and ran at 1.01x the SGEMM. Here each configuration of
-``kernel_lab.quant.kernels.dp4a_warptile_configs()`` (module 02's warp-tiled kernel with
+``kernel_lab.quant.int8_gemm.dp4a_warptile_configs()`` (module 02's warp-tiled kernel with
 ``precision="dp4a"``) is checked (``check_int8_gemm``, bit-exact), then timed at M = N = K = 4096
 (K counted in int8 values) beside 05.6's tiled DP4A kernel, module 02's ``launch_double_buffered``
 (05.6's "best SGEMM" row) and its autotuned best, and cuBLASLt int8 where nvmath-python is installed.
@@ -35,9 +35,10 @@ from numba import cuda  # noqa: E402
 
 from kernel_lab import sgemm  # noqa: E402
 from kernel_lab.checks import quantization as checks  # noqa: E402
-from kernel_lab.quant import kernels as qk  # noqa: E402
+from kernel_lab.quant import integer as qint  # noqa: E402
+from kernel_lab.quant import int8_gemm  # noqa: E402
 
-launchers = [(cfg.label(), qk.dp4a_warptile_launcher(cfg)) for cfg in qk.dp4a_warptile_configs()]
+launchers = [(cfg.label(), int8_gemm.dp4a_warptile_launcher(cfg)) for cfg in int8_gemm.dp4a_warptile_configs()]
 good = []
 for label, launch in launchers:
     try:
@@ -52,11 +53,11 @@ n = 4096
 rng = np.random.default_rng(3)
 A = rng.integers(-127, 128, (n, n)).astype(np.int8)
 B = rng.integers(-127, 128, (n, n)).astype(np.int8)
-a32, b32 = cuda.to_device(qk.as_words(A)), cuda.to_device(qk.as_words(B))
-b32k = qk.k_major_words(b32)
+a32, b32 = cuda.to_device(qint.as_words(A)), cuda.to_device(qint.as_words(B))
+b32k = int8_gemm.k_major_words(b32)
 c32 = cuda.device_array((n, n), np.int32)
 ops = 2 * n ** 3
-rows = [kl.benchmark("DP4A, tiled (05.6)", lambda: qk.launch_dp4a_gemm(c32, a32, b32), flops=ops, peak="sgemm",
+rows = [kl.benchmark("DP4A, tiled (05.6)", lambda: int8_gemm.launch_dp4a_gemm(c32, a32, b32), flops=ops, peak="sgemm",
                      quiet=True)]
 for label, launch in good:
     rows.append(kl.benchmark(f"DP4A warp-tiled {label}", lambda launch=launch: launch(c32, a32, b32k), flops=ops,

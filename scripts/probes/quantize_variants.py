@@ -5,7 +5,7 @@
     PYTHONPATH=utilities python3 scripts/probes/quantize_variants.py --sim    # simulator: checks only
     ... --only q8,dq8     run some sections only (q8, dq8, amax, q4, dq4)
 
-Five sections, each the notebooks' kernel (the package's, ``kernel_lab.quant.kernels`` as ``K``) as the
+Five sections, each the notebooks' kernel (the package's: ``kernel_lab.quant.int8`` as ``I8``) as the
 baseline, timed twice to show the noise, then candidates. Every variant is first checked bit-exactly
 against the NumPy reference through the notebooks' own checks (``kernel_lab.checks.quantization``:
 ties, zeros, clipping, sizes that are not multiples of 4 or 16, odd rows); a variant that fails is
@@ -27,7 +27,7 @@ tried: 16-byte loads (``load4``), several chunks per thread loaded before any st
 grid (``flat``; ``flat x1`` is the notebook's body without the loop, to separate the two effects).
 ``fadd`` variants also test whether the quantizers' arithmetic matters: Numba's ``round()`` on a
 float32 converts to float64 and then to int64 (two quarter-rate conversions per value); they round
-with a float32 addition instead (``K.round_clamp_fadd``), bit-exact. Persistent variants size their
+with a float32 addition instead (``I8.round_clamp_fadd``), bit-exact. Persistent variants size their
 grid from the compiled kernel's occupancy (``resident_blocks``): above 32 registers, 8 blocks of
 256 per SM do not fit. dq8's ``pers x4`` is the package's former ``int8_dequantize_x4`` (persistent,
 a word per trip) with its sign extension by masks: the former's ``(p << 24) >> 24`` was computed in
@@ -54,8 +54,8 @@ g4 u16 fadd 39.0%; dq4 base 41.8%, h4 tile4 88.3%. On an H100 (2026-11-27): q4 b
 every index is tested for wrap-around) 73.3%.
 
 The winners are now the package's kernels and this probe runs those, not copies: q8 ``tile4`` and
-``tile4 fadd`` are ``K.int8_quantize_x4`` and ``K.int8_quantize_x4_fadd``, dq8 ``tile4`` is
-``K.int8_dequantize_x4``, amax's ``absmax x4`` is ``kernel_lab.scans.absmax_x4`` (launched by
+``tile4 fadd`` are ``I8.int8_quantize_x4`` and ``I8.int8_quantize_x4_fadd``, dq8 ``tile4`` is
+``I8.int8_dequantize_x4``, amax's ``absmax x4`` is ``kernel_lab.scans.absmax_x4`` (launched by
 ``absmax_vectorized``), q4 ``2d g1 int`` is ``int4_quantize_rows_x4`` and dq4 ``h4 tile4`` is
 ``I4.int4_dequantize_tile4``; the other rows are the experiments that lost or are still open.
 """
@@ -75,7 +75,8 @@ import numpy as np  # noqa: E402
 import kernel_lab as kl  # noqa: E402
 from numba import cuda, float32, int8, int32, uint8, uint16, uint64  # noqa: E402  (after kernel_lab)
 
-from kernel_lab.quant import kernels as K  # noqa: E402
+from kernel_lab.quant import int8 as I8  # noqa: E402
+from kernel_lab.quant import warp as qwarp  # noqa: E402
 
 from kernel_lab.quant import int4 as I4  # noqa: E402
 from kernel_lab.quant.integer import INT4_GROUP  # noqa: E402
@@ -96,8 +97,8 @@ def scale_of(amax):
 
 @cuda.jit(device=True, inline="always")
 def pack_values(v0, v1, v2, v3, s):
-    """Four values' INT8 codes in one int32 word (``K.pack4`` of ``K.code8``)."""
-    return K.pack4(K.code8(v0, s), K.code8(v1, s), K.code8(v2, s), K.code8(v3, s))
+    """Four values' INT8 codes in one int32 word (``I8.pack4`` of ``I8.code8``)."""
+    return I8.pack4(I8.code8(v0, s), I8.code8(v1, s), I8.code8(v2, s), I8.code8(v3, s))
 
 
 def blocks(n, per_block):
@@ -135,7 +136,7 @@ def q8_flat_x1(x, amax, q, scale_out):
     if i == 0:
         scale_out[0] = s
     if i < x.size:
-        q[i] = int8(K.code8(x[i], s))
+        q[i] = int8(I8.code8(x[i], s))
 
 
 @cuda.jit
@@ -150,7 +151,7 @@ def q8_flat_x4(x, amax, q, q32, scale_out):
         q32[w] = pack_values(v0, v1, v2, v3, s)
     t = 4 * q32.size + w
     if t < x.size:
-        q[t] = int8(K.code8(x[t], s))
+        q[t] = int8(I8.code8(x[t], s))
 
 
 @cuda.jit
@@ -179,7 +180,7 @@ def q8_pers_u4(x, amax, q, q32, scale_out):
         q32[w] = pack_values(v0, v1, v2, v3, s)
         w += g
     if t < x.size:
-        q[t] = int8(K.code8(x[t], s))
+        q[t] = int8(I8.code8(x[t], s))
 
 
 @cuda.jit
@@ -200,11 +201,11 @@ def q8_x16(x, amax, q, q32, scale_out):
                pack_values(c0, c1, c2, c3, s), pack_values(d0, d1, d2, d3, s))
     t = 16 * n16 + j
     if t < x.size:
-        q[t] = int8(K.code8(x[t], s))
+        q[t] = int8(I8.code8(x[t], s))
 
 
 def q8_base_launch(q, scale, x, amax):
-    K.int8_quantize[persistent_blocks(x.size), THREADS](x, amax, q, scale)
+    I8.int8_quantize[persistent_blocks(x.size), THREADS](x, amax, q, scale)
 
 
 def q8_flat_x1_launch(q, scale, x, amax):
@@ -212,23 +213,23 @@ def q8_flat_x1_launch(q, scale, x, amax):
 
 
 def q8_flat_x4_launch(q, scale, x, amax):
-    q8_flat_x4[blocks(max(x.size // 4, 3), THREADS), THREADS](x, amax, q, K.int8_words(q), scale)
+    q8_flat_x4[blocks(max(x.size // 4, 3), THREADS), THREADS](x, amax, q, I8.int8_words(q), scale)
 
 
 def q8_tile4_launch(q, scale, x, amax):
-    K.launch_int8_quantize_x4(q, scale, x, amax)
+    I8.launch_int8_quantize_x4(q, scale, x, amax)
 
 
 def q8_tile4_fadd_launch(q, scale, x, amax):
-    K.launch_int8_quantize_x4(q, scale, x, amax, fadd=True)
+    I8.launch_int8_quantize_x4(q, scale, x, amax, fadd=True)
 
 
 def q8_pers_u4_launch(q, scale, x, amax):
-    q8_pers_u4[resident_blocks(q8_pers_u4, x.size // 4), THREADS](x, amax, q, K.int8_words(q), scale)
+    q8_pers_u4[resident_blocks(q8_pers_u4, x.size // 4), THREADS](x, amax, q, I8.int8_words(q), scale)
 
 
 def q8_x16_launch(q, scale, x, amax):
-    q8_x16[blocks(max(x.size // 16, 15), THREADS), THREADS](x, amax, q, K.int8_words(q), scale)
+    q8_x16[blocks(max(x.size // 16, 15), THREADS), THREADS](x, amax, q, I8.int8_words(q), scale)
 
 
 # ================================================================================================
@@ -237,7 +238,7 @@ def q8_x16_launch(q, scale, x, amax):
 
 @cuda.jit(device=True, inline="always")
 def store_word(out, i, p, s):
-    store4(out, i, K.byte_value(p, 0) * s, K.byte_value(p, 1) * s, K.byte_value(p, 2) * s, K.byte_value(p, 3) * s)
+    store4(out, i, I8.byte_value(p, 0) * s, I8.byte_value(p, 1) * s, I8.byte_value(p, 2) * s, I8.byte_value(p, 3) * s)
 
 
 @cuda.jit
@@ -317,7 +318,7 @@ def dq8_x16(q, q32, scale, out):
 
 
 def dq8_base_launch(out, q, scale):
-    K.launch_int8_dequantize(out, q, scale)
+    I8.launch_int8_dequantize(out, q, scale)
 
 
 def dq8_flat_x1_launch(out, q, scale):
@@ -325,23 +326,23 @@ def dq8_flat_x1_launch(out, q, scale):
 
 
 def dq8_pers_x4_launch(out, q, scale):
-    dq8_pers_x4[persistent_blocks(q.size // 4), THREADS](q, K.int8_words(q), scale, out)
+    dq8_pers_x4[persistent_blocks(q.size // 4), THREADS](q, I8.int8_words(q), scale, out)
 
 
 def dq8_flat_x4_launch(out, q, scale):
-    dq8_flat_x4[blocks(max(q.size // 4, 3), THREADS), THREADS](q, K.int8_words(q), scale, out)
+    dq8_flat_x4[blocks(max(q.size // 4, 3), THREADS), THREADS](q, I8.int8_words(q), scale, out)
 
 
 def dq8_tile4_launch(out, q, scale):
-    K.launch_int8_dequantize_x4(out, q, scale)
+    I8.launch_int8_dequantize_x4(out, q, scale)
 
 
 def dq8_pers_u4_launch(out, q, scale):
-    dq8_pers_u4[resident_blocks(dq8_pers_u4, q.size // 4), THREADS](q, K.int8_words(q), scale, out)
+    dq8_pers_u4[resident_blocks(dq8_pers_u4, q.size // 4), THREADS](q, I8.int8_words(q), scale, out)
 
 
 def dq8_x16_launch(out, q, scale):
-    dq8_x16[blocks(max(q.size // 16, 15), THREADS), THREADS](q, K.int8_words(q), scale, out)
+    dq8_x16[blocks(max(q.size // 16, 15), THREADS), THREADS](q, I8.int8_words(q), scale, out)
 
 
 # ================================================================================================
@@ -373,15 +374,15 @@ def absmax_quantize(absmax, quantize):
 def q4_group(v0, v1, v2, v3, lane, r, g, c0, cols, packed, packed16, scales, vec, wide, fadd):
     """The warp's group: absmax by shuffles, lane 0 stores the scale, the lane's four codes packed
     into two bytes (one uint16 store when ``wide`` and the row is 16-byte aligned)."""
-    m = K.warp_max_f32(max(max(abs(v0), abs(v1)), max(abs(v2), abs(v3))))
+    m = qwarp.warp_max_f32(max(max(abs(v0), abs(v1)), max(abs(v2), abs(v3))))
     s = m / float32(7.0) if m > float32(0.0) else float32(1.0)
     if lane == 0:
         scales[r, g] = s
     if fadd:
-        q0 = K.round_clamp_fadd(v0 / s, float32(-8.0), float32(7.0))
-        q1 = K.round_clamp_fadd(v1 / s, float32(-8.0), float32(7.0))
-        q2 = K.round_clamp_fadd(v2 / s, float32(-8.0), float32(7.0))
-        q3 = K.round_clamp_fadd(v3 / s, float32(-8.0), float32(7.0))
+        q0 = I8.round_clamp_fadd(v0 / s, float32(-8.0), float32(7.0))
+        q1 = I8.round_clamp_fadd(v1 / s, float32(-8.0), float32(7.0))
+        q2 = I8.round_clamp_fadd(v2 / s, float32(-8.0), float32(7.0))
+        q3 = I8.round_clamp_fadd(v3 / s, float32(-8.0), float32(7.0))
     else:
         q0 = int32(min(max(round(v0 / s), -8), 7))
         q1 = int32(min(max(round(v1 / s), -8), 7))
@@ -550,15 +551,15 @@ def q4_codes(v0, v1, v2, v3, s, m, rcp):
         q2, b2 = q4_code_rcp(v2, y)
         q3, b3 = q4_code_rcp(v3, y)
         if b0 or b1 or b2 or b3 or not (m >= RCP_LO and m <= RCP_HI):
-            q0 = K.round_clamp_fadd(v0 / s, lo8, hi7)
-            q1 = K.round_clamp_fadd(v1 / s, lo8, hi7)
-            q2 = K.round_clamp_fadd(v2 / s, lo8, hi7)
-            q3 = K.round_clamp_fadd(v3 / s, lo8, hi7)
+            q0 = I8.round_clamp_fadd(v0 / s, lo8, hi7)
+            q1 = I8.round_clamp_fadd(v1 / s, lo8, hi7)
+            q2 = I8.round_clamp_fadd(v2 / s, lo8, hi7)
+            q3 = I8.round_clamp_fadd(v3 / s, lo8, hi7)
     else:
-        q0 = K.round_clamp_fadd(v0 / s, lo8, hi7)
-        q1 = K.round_clamp_fadd(v1 / s, lo8, hi7)
-        q2 = K.round_clamp_fadd(v2 / s, lo8, hi7)
-        q3 = K.round_clamp_fadd(v3 / s, lo8, hi7)
+        q0 = I8.round_clamp_fadd(v0 / s, lo8, hi7)
+        q1 = I8.round_clamp_fadd(v1 / s, lo8, hi7)
+        q2 = I8.round_clamp_fadd(v2 / s, lo8, hi7)
+        q3 = I8.round_clamp_fadd(v3 / s, lo8, hi7)
     return q0, q1, q2, q3
 
 
@@ -603,7 +604,7 @@ def make_q4_2d(groups_per_warp: int, rcp: bool):
             g = g0 + uint64(k)
             if g < groups:  # the same for the whole warp: the shuffles stay full
                 c0 = g * uint64(INT4_GROUP) + uint64(4) * lane
-                m = K.warp_max_f32(max(max(abs(v[k, 0]), abs(v[k, 1])), max(abs(v[k, 2]), abs(v[k, 3]))))
+                m = qwarp.warp_max_f32(max(max(abs(v[k, 0]), abs(v[k, 1])), max(abs(v[k, 2]), abs(v[k, 3]))))
                 s = m / float32(7.0) if m > float32(0.0) else float32(1.0)
                 if lane == uint64(0):
                     scales[r, g] = s
@@ -772,9 +773,9 @@ def _dummy32():
 def variants():
     """{section: [(name, launch, note, kernels)]}; the first of each section is the notebooks' kernel.
     ``kernels``: the compiled kernels the launch runs, for their register counts."""
-    quantizers = {"base": (q8_base_launch, K.int8_quantize), "flat x4": (q8_flat_x4_launch, q8_flat_x4),
-                  "tile4": (q8_tile4_launch, K.int8_quantize_x4), "pers u4": (q8_pers_u4_launch, q8_pers_u4),
-                  "x16": (q8_x16_launch, q8_x16), "tile4 fadd": (q8_tile4_fadd_launch, K.int8_quantize_x4_fadd)}
+    quantizers = {"base": (q8_base_launch, I8.int8_quantize), "flat x4": (q8_flat_x4_launch, q8_flat_x4),
+                  "tile4": (q8_tile4_launch, I8.int8_quantize_x4), "pers u4": (q8_pers_u4_launch, q8_pers_u4),
+                  "x16": (q8_x16_launch, q8_x16), "tile4 fadd": (q8_tile4_fadd_launch, I8.int8_quantize_x4_fadd)}
     absmaxes = {"grid-stride": absmax_persistent, "x4": absmax_x4}
     amax_q = [(f"absmax {a} + quantize {qn}", absmax_quantize(a, quantizers[qn][0]), "",
                (absmaxes[a], quantizers[qn][1]))
@@ -782,21 +783,21 @@ def variants():
                             ("x4", "base"), ("x4", "flat x4"), ("x4", "tile4"), ("x4", "pers u4"), ("x4", "x16"),
                             ("x4", "tile4 fadd")]]
     return {
-        "q8": [("base: 1/thread, persistent", q8_base_launch, "notebook 05.1", (K.int8_quantize,)),
+        "q8": [("base: 1/thread, persistent", q8_base_launch, "notebook 05.1", (I8.int8_quantize,)),
                ("flat x1: 1/thread, n threads", q8_flat_x1_launch, "", (q8_flat_x1,)),
                ("flat x4: 16-B load, n/4 threads", q8_flat_x4_launch, "", (q8_flat_x4,)),
                ("tile4: 4 x 16-B loads, then stores", q8_tile4_launch, "package, notebook 05.1",
-                (K.int8_quantize_x4,)),
+                (I8.int8_quantize_x4,)),
                ("tile4 fadd: tile4, rounding by an FADD", q8_tile4_fadd_launch, "package, notebook 05.1",
-                (K.int8_quantize_x4_fadd,)),
+                (I8.int8_quantize_x4_fadd,)),
                ("pers u4: persistent, 4 x 16-B loads", q8_pers_u4_launch, "", (q8_pers_u4,)),
                ("x16: 4 x 16-B loads, 16-B store", q8_x16_launch, "", (q8_x16,))],
-        "dq8": [("base: 1/thread, persistent", dq8_base_launch, "notebook 05.1", (K.int8_dequantize,)),
+        "dq8": [("base: 1/thread, persistent", dq8_base_launch, "notebook 05.1", (I8.int8_dequantize,)),
                 ("pers x4: persistent, word -> 16-B store", dq8_pers_x4_launch, "", (dq8_pers_x4,)),
                 ("flat x1: 1/thread, n threads", dq8_flat_x1_launch, "", (dq8_flat_x1,)),
                 ("flat x4: word -> 16-B store", dq8_flat_x4_launch, "", (dq8_flat_x4,)),
                 ("tile4: 4 words, then 4 stores", dq8_tile4_launch, "package, notebook 05.1",
-                 (K.int8_dequantize_x4,)),
+                 (I8.int8_dequantize_x4,)),
                 ("pers u4: persistent, 4 words", dq8_pers_u4_launch, "", (dq8_pers_u4,)),
                 ("x16: 16-B load, 4 x 16-B stores", dq8_x16_launch, "", (dq8_x16,))],
         "amax": amax_q,
@@ -858,7 +859,7 @@ def timings(section, sim, variants_of_section, ok):
         q, scale = cuda.device_array(n, np.int8), cuda.device_array(1, np.float32)
         amax = cuda.device_array(1, np.float32)
         y = cuda.device_array(n, np.float32)
-        K.launch_int8_quantize(q, scale, x, amax)  # codes and scale for the dequantizers, amax for the quantizers
+        I8.launch_int8_quantize(q, scale, x, amax)  # codes and scale for the dequantizers, amax for the quantizers
         cases = []
         for name, launch, *_ in variants_of_section:
             if section == "q8":

@@ -26,7 +26,9 @@ env = kl.setup(requires=["warp"])
 from numba import cuda, float32, int32  # noqa: E402
 
 from kernel_lab.checks import quantization as checks  # noqa: E402
-from kernel_lab.quant import kernels as qk  # noqa: E402
+from kernel_lab.quant import integer as qint  # noqa: E402
+from kernel_lab.quant import ternary  # noqa: E402
+from kernel_lab.quant import warp as qwarp  # noqa: E402
 from kernel_lab.device.dp4a import dp4a  # noqa: E402
 
 W8 = 8
@@ -52,7 +54,7 @@ def tern_select(a, a_scale, w, w_scale, out):
     acc = int32(0)
     for j in range(lane, w.shape[1], 32):
         acc = add_byte(acc, int32(w[n, j]), j, a, m, a.shape[1])
-    acc = qk.warp_sum(acc)
+    acc = qwarp.warp_sum(acc)
     if lane == 0:
         out[m, n] = float32(acc) * a_scale[m] * w_scale[0]
 
@@ -76,7 +78,7 @@ def tern_select4(a, a_scale, w, w_scale, out):
         acc = add_byte(acc, b1, j + 32, a, m, kk)
         acc = add_byte(acc, b2, j + 64, a, m, kk)
         acc = add_byte(acc, b3, j + 96, a, m, kk)
-    acc = qk.warp_sum(acc)
+    acc = qwarp.warp_sum(acc)
     if lane == 0:
         out[m, n] = float32(acc) * a_scale[m] * w_scale[0]
 
@@ -104,7 +106,7 @@ def tern_dp4a_mt(a_words, a_scale, w, w_scale, out, lut):
             if m0 + i < rows:
                 acc[i] = dp4a(a_words[m0 + i, j], wt, acc[i])
     for i in range(MT4):
-        v = qk.warp_sum(acc[i])
+        v = qwarp.warp_sum(acc[i])
         if lane == 0 and m0 + i < rows:
             out[m0 + i, n] = float32(v) * a_scale[m0 + i] * w_scale[0]
 
@@ -132,24 +134,24 @@ def tern_dp4a_w32(a_words, a_scale, w32, w_scale, out, lut):
                 if m0 + i < rows:
                     acc[i] = dp4a(a_words[m0 + i, j], wt, acc[i])
     for i in range(MT4):
-        v = qk.warp_sum(acc[i])
+        v = qwarp.warp_sum(acc[i])
         if lane == 0 and m0 + i < rows:
             out[m0 + i, n] = float32(v) * a_scale[m0 + i] * w_scale[0]
 
 
 def launch_dp4a_mt(out, a, a_scale, w, w_scale):
     tern_dp4a_mt[(-(-out.shape[1] // W8), -(-out.shape[0] // MT4)), 32 * W8](
-        qk.activation_words(a), a_scale, w, w_scale, out, qk.ternary_lut_device())
+        ternary.activation_words(a), a_scale, w, w_scale, out, ternary.ternary_lut_device())
 
 
 def launch_dp4a_w32(out, a, a_scale, w, w_scale):
     if w.shape[1] % 4:  # the check's ragged K: pad the packed rows to whole words
-        w = cuda.to_device(qk.pad_cols(w.copy_to_host(), 4))
-    a_words = qk.activation_words(a)
+        w = cuda.to_device(qint.pad_cols(w.copy_to_host(), 4))
+    a_words = ternary.activation_words(a)
     if a_words.shape[1] < 4 * w.shape[1] // 4 * 1 and a_words.shape[1] % 4:
-        a_words = cuda.to_device(qk.pad_cols(a_words.copy_to_host(), 4))
+        a_words = cuda.to_device(qint.pad_cols(a_words.copy_to_host(), 4))
     tern_dp4a_w32[(-(-out.shape[1] // W8), -(-out.shape[0] // MT4)), 32 * W8](
-        a_words, a_scale, w.view(np.uint32), w_scale, out, qk.ternary_lut_device())
+        a_words, a_scale, w.view(np.uint32), w_scale, out, ternary.ternary_lut_device())
 
 
 def launcher(kernel):
@@ -158,9 +160,10 @@ def launcher(kernel):
     return launch
 
 
-VARIANTS = {"warp": qk.launch_ternary_gemm_warp, "select": launcher(tern_select), "select x4": launcher(tern_select4),
-            "dp4a (package: exercise 3)": qk.launch_ternary_gemm_dp4a, "dp4a mt4": launch_dp4a_mt,
-            "dp4a w32": launch_dp4a_w32, "rows4 (package: exercise 4)": qk.launch_ternary_gemm_rows4}
+VARIANTS = {"warp": ternary.launch_ternary_gemm_warp, "select": launcher(tern_select),
+            "select x4": launcher(tern_select4),
+            "dp4a (package: exercise 3)": ternary.launch_ternary_gemm_dp4a, "dp4a mt4": launch_dp4a_mt,
+            "dp4a w32": launch_dp4a_w32, "rows4 (package: exercise 4)": ternary.launch_ternary_gemm_rows4}
 
 
 def main():
@@ -175,11 +178,11 @@ def main():
     W = cuda.to_device(rng.standard_normal((n, k)).astype(np.float32))
     packed = cuda.device_array((n, k // 4), np.uint8)
     w_scale = cuda.device_array(1, np.float32)
-    qk.launch_ternary_quantize(packed, w_scale, W)
+    ternary.launch_ternary_quantize(packed, w_scale, W)
     for m in (1, 4, 16):
         X = cuda.to_device(rng.standard_normal((m, k)).astype(np.float32))
         aq, a_scale = cuda.device_array((m, k), np.int8), cuda.device_array(m, np.float32)
-        qk.launch_int8_rows(aq, a_scale, X)
+        ternary.launch_int8_rows(aq, a_scale, X)
         Y = cuda.device_array((m, n), np.float32)
         moved = packed.size + aq.size + 4 * Y.size
         res = [kl.benchmark(f"{name}, M={m}", lambda launch=launch: launch(Y, aq, a_scale, packed, w_scale),

@@ -20,7 +20,6 @@ import kernel_lab as kl  # noqa: E402
 from numba import cuda  # noqa: E402  (after kernel_lab)
 
 from kernel_lab.quant import integer as qref  # noqa: E402
-from kernel_lab.quant import kernels as qk  # noqa: E402
 from kernel_lab.quant import w4a8_mma as wm  # noqa: E402
 
 
@@ -43,7 +42,7 @@ def main():
     w32 = cuda.to_device(qref.int4_pack(qref.int4_quantize_f32(wf, scales)).view(np.int32))
     ws = cuda.to_device(scales)
     xq, xs = qref.int8_per_row_f32(rng.standard_normal((a.m, a.k)).astype(np.float32))
-    a32, xsd = cuda.to_device(qk.as_words(xq)), cuda.to_device(xs)
+    a32, xsd = cuda.to_device(qref.as_words(xq)), cuda.to_device(xs)
     y = cuda.device_array((a.m, a.n), np.float32)
     params = dict(MTILES=a.mtiles, WR=a.wr, WK=a.wk, MINB=a.minb, form=a.form)
     if a.nt:

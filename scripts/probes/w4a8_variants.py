@@ -8,7 +8,7 @@ The notebook's shapes: N = K = 4096, M = 1, 4, 16, 64, then a 14336 x 4096 layer
 the weight bytes (K/2 per row plus the group scales), as in the notebook, so "% of copy" is against
 the copy roofline on them.
 
-Diagnosis from the package kernel's sm_90 SASS (``kernel_lab.quant.kernels.w4a8_gemm``): one trip
+Diagnosis from the package kernel's sm_90 SASS (``kernel_lab.quant.w4a8.w4a8_gemm``): one trip
 of its loop (four weight words per lane, one 16-byte load) issues ~115 instructions at M = 1, ~29 per
 weight word: the unpack (7 per word), 2 PRMT + 2 DP4A per word, the four dot8 sums added in int64
 (Numba types int32 + int32 as int64: IADD3 with carries, SHF, then I2F.S64), the scale's address with
@@ -49,7 +49,7 @@ trips from L2 are not the limit there; launch, ramp-up and the last wave are (th
 Then (H200, 2026-11-27), 14336 x 4096 at M = 1, 2, 4, 8, 16: r4c1 1.39x, 1.50x, 1.46x, 1.61x, 1.70x
 the package's kernel, ahead of every other variant at every M (at M = 1 53.4% of the copy roofline,
 the copy itself 71.9% on that card); it became the package's fast form,
-``kernel_lab.quant.kernels.launch_w4a8_gemm_rows``, which this probe now times as "r4c1".
+``kernel_lab.quant.w4a8.launch_w4a8_gemm_rows``, which this probe now times as "r4c1".
 
 Then (H100, 2026-11-27), 14336 x 4096, fraction of the copy roofline at M = 1, 4, 8, 16: r4c1 66.1,
 44.4, 29.3, 17.3%; refuted: r4h (each chunk's nibbles unpacked once, not per activation row) 51.7,
@@ -214,14 +214,15 @@ import kernel_lab as kl  # noqa: E402
 from numba import cuda, float32, int32, uint32, uint64  # noqa: E402  (after kernel_lab)
 
 from kernel_lab.quant import integer as qref  # noqa: E402
-from kernel_lab.quant import kernels as qk  # noqa: E402
+from kernel_lab.quant import w4a8  # noqa: E402
+from kernel_lab.quant import warp as qwarp  # noqa: E402
 from kernel_lab.quant import w4a8_mma as wm  # noqa: E402
 from kernel_lab.device.dp4a import EVEN_BYTES, ODD_BYTES, byte_perm, dp4a  # noqa: E402
 from kernel_lab.vector_loads import load4  # noqa: E402
 
 MT = 4  # activation rows per pass over the weights (accumulators in registers)
 WPB = 4  # warps (weight rows) per block: 128 threads, as the package's launch
-halves_x16 = qk.int4_halves_x16  # (even, odd) nibbles as signed bytes times 16: the package's
+halves_x16 = w4a8.int4_halves_x16  # (even, odd) nibbles as signed bytes times 16: the package's
 
 
 @cuda.jit(device=True, inline="always")
@@ -298,7 +299,7 @@ def make_w4a8(chunks: int, x16: bool):
             for i in range(MT):
                 m = m0 + uint64(i)
                 if m < rows:  # the same for the whole warp: the shuffles stay full
-                    v = qk.warp_sum_f32(acc[i])
+                    v = qwarp.warp_sum_f32(acc[i])
                     if lane == uint64(0):
                         out[m, n] = v * a_scale[m]
             m0 += uint64(MT)
@@ -307,7 +308,7 @@ def make_w4a8(chunks: int, x16: bool):
         if a32.shape[1] != 2 * w32.shape[1]:
             raise ValueError("a32 and w32 must cover the same K (pad both to a multiple of 8)")
         if w32.shape[1] % 4:  # rows that are not whole 16-byte chunks
-            return qk.launch_w4a8_gemm_rows(out, a32, a_scale, w32, w_scales)
+            return w4a8.launch_w4a8_gemm_rows(out, a32, a_scale, w32, w_scales)
         gemm[-(-out.shape[1] // WPB), 32 * WPB](a32, a_scale, w32, w_scales, out)
 
     launch.kernel = gemm
@@ -322,12 +323,12 @@ w4_pre4 = make_w4a8(4, False)
 
 def variants():
     """[(name, launch, kernel)]; the first is the package's (the notebook's) kernel."""
-    return [("pkg: notebook's w4a8_gemm", qk.launch_w4a8_gemm, qk.w4a8_gemm),
+    return [("pkg: notebook's w4a8_gemm", w4a8.launch_w4a8_gemm, w4a8.w4a8_gemm),
             ("pre1 x16: lean, 1 chunk/trip", w4_pre1_x16, w4_pre1_x16.kernel),
             ("pre2 x16: 2 chunks loaded first", w4_pre2_x16, w4_pre2_x16.kernel),
             ("pre4 x16: 4 chunks loaded first", w4_pre4_x16, w4_pre4_x16.kernel),
             ("pre4: 4 chunks, sign-extend unpack", w4_pre4, w4_pre4.kernel),
-            ("r4c1: 4 rows/warp, 1 chunk (package)", qk.launch_w4a8_gemm_rows, None),
+            ("r4c1: 4 rows/warp, 1 chunk (package)", w4a8.launch_w4a8_gemm_rows, None),
             ("r2c1: 2 rows/warp (package kernel)", rows_launcher(2), None),
             ("r8c1: 8 rows/warp (package kernel)", rows_launcher(8), None),
             ("r2w: each word unpacked once, 2 rows/warp (package)", words_launcher(2), None),
@@ -357,12 +358,12 @@ def mma_launcher(mtiles, wr, wk, cap=8, form="direct"):
 
 
 def words_launcher(rows_per_warp):
-    return lambda out, a32, a_scale, w32, w_scales: qk.launch_w4a8_gemm_words(out, a32, a_scale, w32, w_scales,
+    return lambda out, a32, a_scale, w32, w_scales: w4a8.launch_w4a8_gemm_words(out, a32, a_scale, w32, w_scales,
                                                                                rows_per_warp)
 
 
 def rows_launcher(rows_per_warp):
-    return lambda out, a32, a_scale, w32, w_scales: qk.launch_w4a8_gemm_rows(out, a32, a_scale, w32, w_scales,
+    return lambda out, a32, a_scale, w32, w_scales: w4a8.launch_w4a8_gemm_rows(out, a32, a_scale, w32, w_scales,
                                                                               rows_per_warp)
 
 
@@ -438,7 +439,7 @@ def main(argv=None):
         for m in ms:
             xf = rng.standard_normal((m, k)).astype(np.float32)
             xq, xs = qref.int8_per_row_f32(xf)
-            a32, xsd = cuda.to_device(qk.as_words(xq)), cuda.to_device(xs)
+            a32, xsd = cuda.to_device(qref.as_words(xq)), cuda.to_device(xs)
             y = cuda.device_array((m, n_out), np.float32)
             cases = [(name, (lambda launch=launch: launch(y, a32, xsd, w32, ws)), int4_bytes, kern)
                      for name, launch, kern in names]

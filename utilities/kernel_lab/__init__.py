@@ -34,7 +34,8 @@ Numba's CUDA simulator (no GPU found: simulator). The modules, one job each:
 - device: the bottom layer, device functions a kernel calls (DP4A and PRMT in ``device.dp4a``; the
   top-level vector_loads, bitcast, acquire, cache_hint_loads and mma_ptx belong to it too).
   tests/test_package_layers.py holds the layers: nothing imports upward, no two parts import each other
-- quant: module 05, quantization formats in NumPy and the integer kernels (``quant.kernels``)
+- quant: module 05, quantization formats in NumPy and the integer kernels, a file per notebook (``quant.int8``,
+  ``quant.int4``, ``quant.ternary``, ``quant.int8_gemm``, ``quant.w4a8``, ``quant.w4a8_mma``)
 - quant.fp8, quant.microscaling, quant.float_kernels: module 05's floating-point formats (FP8 E4M3/E5M2,
   E2M1, NVFP4, MXFP4/MXFP8) as bit-exact NumPy references and as kernels
 """

@@ -1257,7 +1257,7 @@ def _int8_gemm_hints(got, a, b, exact):
 
 
 def pad_cols_int8(x):
-    from ..quant.kernels import pad_cols
+    from ..quant.integer import pad_cols
 
     return pad_cols(np.asarray(x, np.int8), 4)
 
@@ -1269,7 +1269,7 @@ def check_int8_gemm(launch, *, name: str = "int8 gemm", epilogue: bool = False, 
     ``a_scale[m] * b_scale[n] * sum``. A wrong result is compared with the classic mistakes
     (:func:`_int8_gemm_hints`): K's last word or partial tile skipped, stale words past K, B read
     transposed, unsigned bytes, a float32 accumulator, rows and columns exchanged."""
-    from ..quant.kernels import as_words
+    from ..quant.integer import as_words
 
     require_callable(launch, "launch")
     seed = _seed(seed)
@@ -1325,7 +1325,7 @@ def check_w4a8_gemm(launch, *, name: str = "w4a8 gemm", shapes=None, seed=None) 
     05.2, K zero-padded to Kp, a multiple of 8), w_scales (N, ceil(Kp/128)) float32, a_scale (M,).
     out (M, N) float32 = ``a_scale[m] * sum_g w_scales[n, g] * sum_{k in g} a[m, k] w[n, k]``.
     """
-    from ..quant.kernels import as_words, pad_cols
+    from ..quant.integer import as_words, pad_cols
 
     require_callable(launch, "launch")
     seed = _seed(seed)

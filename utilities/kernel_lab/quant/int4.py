@@ -33,7 +33,8 @@ from numba import cuda, float32, int32, int64, uint8, uint16, uint64
 from ..validate import KernelLabArgumentError
 from ..vector_loads import load4, store4
 from .integer import INT4_GROUP
-from .kernels import MAX_GRID_Y, require_shape, round_clamp_fadd, warp_max_f32
+from .int8 import MAX_GRID_Y, round_clamp_fadd
+from .warp import warp_max_f32
 
 GROUP = INT4_GROUP  # values per scale
 WARPS = 8  # the 2-D grid's warps per block, each on one group of the block's row
@@ -294,6 +295,12 @@ def packed16_of(packed, cols: int):
     if "u16" not in _dummy16:
         _dummy16["u16"] = cuda.device_array((1, 1), np.uint16)
     return _dummy16["u16"]
+
+
+def require_shape(arr, shape, dtype, name):
+    if tuple(arr.shape) != tuple(shape) or np.dtype(arr.dtype) != np.dtype(dtype):
+        raise KernelLabArgumentError(f"{name} must be {np.dtype(dtype).name} of shape {tuple(shape)}, "
+                                     f"got {np.dtype(arr.dtype).name} of shape {tuple(arr.shape)}")
 
 
 def _require_int4(x_or_out, packed, scales, what: str):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..validate import KernelLabArgumentError
+
 
 def int8_absmax_scale(x, axis=None):
     """The symmetric INT8 scale: absmax / 127 (per tensor, or along ``axis``); 1 where all zero."""
@@ -224,3 +226,21 @@ def error_report(x, x_hat, *, bits_per_value=None) -> dict:
     if bits_per_value is not None:
         out["memory_saved"] = 1 - bits_per_value / 32
     return out
+
+
+# --- host helpers: padding K and reading int8 rows as words -------------------------------------
+
+def pad_cols(x, multiple):
+    """Zero-pad the last axis of a host array to a multiple of ``multiple``."""
+    x = np.atleast_2d(x)
+    extra = (-x.shape[1]) % multiple
+    return np.pad(x, ((0, 0), (0, extra))) if extra else np.ascontiguousarray(x)
+
+
+def as_words(x_int8):
+    """A C-contiguous int8 (rows, 4w) host array read as int32 words (rows, w), no copy."""
+    x = np.ascontiguousarray(x_int8, dtype=np.int8)
+    if x.shape[-1] % 4:
+        raise KernelLabArgumentError(f"{x.shape[-1]} int8 values per row is not a whole number of 32-bit words: "
+                                     "pad K to a multiple of 4 (kernel_lab.quant.integer.pad_cols)")
+    return x.view(np.int32)

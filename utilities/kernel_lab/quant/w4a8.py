@@ -1,9 +1,9 @@
 """05.6's W4A8 on DP4A: INT4 weights unpacked in the kernel, for decode shapes. The notebook's kernel
 (``w4a8_gemm``, with ``dot8``) and the package's fast forms (several weight rows a warp, nibbles x16:
 ``launch_w4a8_gemm_words``, ``launch_w4a8_gemm_rows``), which the tensor-core W4A8
-(:mod:`kernel_lab.quant.w4a8_mma`) falls back to. ``kernels`` keeps every name for the notebooks and the
-probes, and ``kernels.launch_w4a8_fast`` picks between this file and ``w4a8_mma``: this file imports
-neither, so the three import one way only (tests/test_package_layers.py).
+(:mod:`kernel_lab.quant.w4a8_mma`) falls back to. ``w4a8_mma.launch_w4a8_fast`` picks between this
+file and the tensor cores: ``w4a8_mma`` imports this file, never the other way round
+(tests/test_package_layers.py). ``kernels`` re-exports the names notebook 05.6 imports from it.
 """
 
 from __future__ import annotations

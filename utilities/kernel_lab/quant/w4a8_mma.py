@@ -1,6 +1,6 @@
 """W4A8 on the int8 tensor cores: ``mma.sync.m16n8k32`` with the INT4 weights as the A operand.
 
-Why: the DP4A kernels of 05.6 (``kernels.launch_w4a8_gemm_words``) reach the goal of 60% of the
+Why: the DP4A kernels of 05.6 (``w4a8.launch_w4a8_gemm_words``) reach the goal of 60% of the
 copy roofline at M = 1 and 2, then fall behind as M grows, because the arithmetic, not the weight
 bytes, becomes the limit: at M = 64 on a 14336 x 4096 layer DP4A at its peak (134 TOP/s on an
 H100) needs about 56 us, where reading the weights takes about 10 us. One ``mma.sync.m16n8k32``
@@ -73,7 +73,7 @@ from ..mma_ptx import mma_s8
 from ..validate import KernelLabArgumentError
 from ..vector_loads import load4
 from ..device.dp4a import EVEN_BYTES, ODD_BYTES, byte_perm
-from .w4a8 import int4_halves_x16
+from .w4a8 import int4_halves_x16, launch_w4a8_gemm_words
 
 from numba import cuda, float32, int32, uint64  # noqa: E402  (after kernel_lab)
 
@@ -346,15 +346,13 @@ def choose(m: int, n: int, sms: int | None = None) -> dict:
 
 
 def launch_w4a8_mma(out, a32, a_scale, w32, w_scales, **params):
-    """W4A8 on the int8 tensor cores; the same arguments as ``kernels.launch_w4a8_gemm``.
+    """W4A8 on the int8 tensor cores; the same arguments as ``w4a8.launch_w4a8_gemm``.
 
     ``params`` override :func:`choose`'s ``NT``, ``MTILES``, ``WR``, ``WK``, ``MINB`` (launch
     bounds) and ``form`` (a key of ``FORMS``: "direct", :func:`kernel`, or "tokens-inner",
     :func:`kernel_tokens_inner`); any other name is an error. Rows whose packed length is not a
     whole number of 128-value groups (16 words), and GPUs older than compute capability 8.0, take
-    the DP4A kernel (``kernels.launch_w4a8_gemm_words``)."""
-    from .w4a8 import launch_w4a8_gemm_words
-
+    the DP4A kernel (``w4a8.launch_w4a8_gemm_words``)."""
     m, n = out.shape
     unknown = sorted(set(params) - PARAMS)
     if unknown:
@@ -374,6 +372,17 @@ def launch_w4a8_mma(out, a32, a_scale, w32, w_scales, **params):
     grid = (-(-n // (16 * p["MTILES"] * p["WR"])), -(-m // (8 * p["NT"])))
     k = FORMS[form](p["NT"], p["MTILES"], p["WR"], p["WK"], p.get("MINB", 0))
     k[grid, 32 * p["WR"] * p["WK"]](a32, a_scale, w32, w_scales, out)
+
+
+def launch_w4a8_fast(out, a32, a_scale, w32, w_scales):
+    """The package's W4A8. One activation row: the words-outer DP4A form with two weight rows a warp
+    (65% of the copy roofline on a 14336 x 4096 layer on an H100, a little ahead of the tensor
+    cores there). More: the int8 tensor cores (:func:`launch_w4a8_mma`: 61-64% at M = 2 to 8,
+    where the DP4A form falls from 62% to 35%); the tensor-core launcher itself hands rows that are
+    not whole groups of 128, and GPUs without int8 ``mma``, back to the DP4A form."""
+    if out.shape[0] == 1:
+        return launch_w4a8_gemm_words(out, a32, a_scale, w32, w_scales)
+    return launch_w4a8_mma(out, a32, a_scale, w32, w_scales)
 
 
 def tensor_cores_available() -> bool:

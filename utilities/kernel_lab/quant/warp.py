@@ -1,6 +1,6 @@
 """Warp-wide reductions the quantization kernels share (butterfly shuffles, the result in every lane):
-05.1's absmax, 05.2's INT4 groups, 05.5's ternary GEMMs, 05.6's W4A8. They sit below ``kernels`` and
-``w4a8`` so that both may call them (``kernels`` keeps the names for the notebooks' imports)."""
+05.2's INT4 groups, 05.5's per-token INT8 and ternary GEMMs, 05.6's W4A8. They sit below ``int4``,
+``ternary`` and ``w4a8`` so that each may call them (``kernels`` keeps the names for the notebooks' imports)."""
 
 from __future__ import annotations
 
