@@ -76,7 +76,7 @@ def _sanitize(name, kernel, tool, launch, constants):
     from ..tensor_cores import profiling
 
     if profiling.tool("compute-sanitizer") is None:
-        print(f"{name}: compute-sanitizer is not on PATH (it comes with the CUDA toolkit): {tool} skipped")
+        print(f"compute-sanitizer is not on PATH (it comes with the CUDA toolkit): {tool} skipped for {name}")
         return
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "detective.py"
@@ -133,8 +133,8 @@ def check_tiled_gemm(kernel, *, name: str = "tiled GEMM") -> None:
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
             raise CheckFailed(f"{name}, {m} x {n} x {k}: {int(bad.sum())} of {m * n} values wrong; the first at {idx}: "
                               f"got {got[idx]!r}, expected {want[idx]!r}")
-    progress.passed(name)
     where = "the simulator, race detection on" if on_simulator() else "racecheck clean, and 1031 x 517 x 700"
+    progress.passed(name)
     print(f"{name}: correct, no race ({where})")
 
 
@@ -163,8 +163,8 @@ def check_bias_relu(kernel, *, name: str = "bias + ReLU epilogue") -> None:
             why = (": the bias was read by column; it holds one value per row" if np.allclose(got, by_column)
                    else "")
             raise CheckFailed(f"{name}, {m} x {n}: values wrong{why}")
-    progress.passed(name)
     where = "the simulator's bounds checks" if on_simulator() else "memcheck clean"
+    progress.passed(name)
     print(f"{name}: correct, no access outside an array ({where}; {20} x {40} and {45} x {33})")
 
 
