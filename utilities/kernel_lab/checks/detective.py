@@ -111,6 +111,16 @@ def _run(name, launch_kernel):
         raise CheckFailed(f"{name}: the exercise is not done yet: the simulator finds {what}:\n{exc}") from None
 
 
+def _run_by_rows(name, kernel, x, per_row):
+    """``kernel(x, per_row, out, m, n)`` on blocks of 32 x ROWS threads over the m x n matrix (x along
+    the columns); ``out`` starts as NaN, so what was never written shows. Returns ``out`` on the host."""
+    m, n = x.shape
+    out = cuda.to_device(np.full((m, n), np.nan, np.float32))
+    grid = (-(-n // 32), -(-m // ROWS))
+    _run(name, lambda: kernel[grid, (32, ROWS)](cuda.to_device(x), cuda.to_device(per_row), out, m, n))
+    return out.copy_to_host()
+
+
 def check_tiled_gemm(kernel, *, name: str = "tiled GEMM") -> None:
     """``kernel(a, b, c, m, n, k)``: C = A @ B in float32 with 16 x 16 tiles of A and B staged in
     shared memory, one thread per output, blocks of 16 x 16 threads. Fails on a shared-memory race
@@ -149,14 +159,7 @@ def check_bias_relu(kernel, *, name: str = "bias + ReLU epilogue") -> None:
     for m, n in ((20, 40), (45, 33)):  # wider than tall, then taller than wide
         x = rng.standard_normal((m, n)).astype(np.float32)
         bias = rng.standard_normal(m).astype(np.float32)
-        out = cuda.to_device(np.full((m, n), np.nan, np.float32))
-        grid = (-(-n // 32), -(-m // ROWS))
-
-        def launch():
-            kernel[grid, (32, ROWS)](cuda.to_device(x), cuda.to_device(bias), out, m, n)
-
-        _run(name, launch)
-        got = out.copy_to_host()
+        got = _run_by_rows(name, kernel, x, bias)
         want = np.maximum(x + bias[:, None], 0)
         if not np.allclose(got, want, rtol=1e-6, atol=1e-6, equal_nan=False):
             by_column = np.maximum(x + np.resize(bias, n)[None, :], 0)
@@ -187,14 +190,7 @@ def check_row_scale(kernel, *, name: str = "row_scale, coalesced") -> None:
     for m, n in ((37, 70), (9, 300), (130, 33)):
         x = rng.standard_normal((m, n)).astype(np.float32)
         scale = rng.standard_normal(m).astype(np.float32)
-        out = cuda.to_device(np.full((m, n), np.nan, np.float32))
-        grid = (-(-n // 32), -(-m // ROWS))
-
-        def launch():
-            kernel[grid, (32, ROWS)](cuda.to_device(x), cuda.to_device(scale), out, m, n)
-
-        _run(name, launch)
-        got = out.copy_to_host()
+        got = _run_by_rows(name, kernel, x, scale)
         if np.isnan(got).all():
             raise CheckFailed(f"{name}: the exercise is not done yet (nothing was written to out)")
         want = x * scale[:, None]
