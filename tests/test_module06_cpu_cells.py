@@ -108,7 +108,8 @@ MUTANTS = {
               "tile = device_pipeline.get_tile(smem, cuda.blockIdx.y, cuda.blockIdx.x)"),
              ("            acc.clear()\n", "\n"),
              ("nxt = t + cuda.gridDim.x", "nxt = t + 1"),
-             ("if nxt < total:  # the next tile", "if True:  # the next tile")],
+             ("if nxt < total:  # the next tile", "if True:  # the next tile"),
+             ("            t, bm, bn = nxt, nbm, nbn\n", "            bm, bn = nbm, nbn\n")],  # a walk that never ends
     "06.2": [("x = value + bias", "x = value"),
              ("return HALF * x * (ONE +", "return x * (ONE +"),
              ("return HALF * x * (ONE +", "return 0.5 * x * (ONE +"),  # float64 from a Python float

@@ -33,12 +33,13 @@ from numba import (
 )
 
 from .. import progress
-from ..check import CheckFailed
+from ..check import CheckFailed, finishes_within
 from ..environment import on_simulator
 from ..validate import require_callable
 
 TILE = 16  # the tiled GEMM's tile and block edge
 ROWS = 8  # the bias kernel's block: 32 x 8 threads
+TIME_LIMIT_S = 30  # the right kernels take a second or two in the simulator
 
 
 def kernel_script(kernel, launch: str, constants: dict) -> str:
@@ -103,7 +104,7 @@ def _run(name, launch_kernel):
     from ..simulator import OutOfBoundsAccess, SharedMemoryRace, race_detection
 
     try:
-        with race_detection(True):
+        with race_detection(True), finishes_within(name, TIME_LIMIT_S):
             launch_kernel()
             cuda.synchronize()
     except (SharedMemoryRace, OutOfBoundsAccess) as exc:

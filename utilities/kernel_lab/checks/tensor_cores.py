@@ -44,7 +44,7 @@ import numpy as np
 from numba import cuda  # kernel_lab (imported first, as the package's parent) chose GPU or simulator
 
 from .. import progress
-from ..check import CheckFailed, is_poison, poisoned_host
+from ..check import CheckFailed, finishes_within, is_poison, poisoned_host
 from ..environment import on_simulator
 from ..validate import KernelLabArgumentError, require_callable
 
@@ -1024,6 +1024,10 @@ def _chunk_of(p, layout):
 # 06.1: the kernel around cuBLASDx's pipeline API
 
 PIPELINE_TILE = (128, 256, 64, 256)  # 06.1's fp16 pipeline: tile_m, tile_n, tile_k, threads
+# The right kernels take about a second in the simulator; a walk that never ends is stopped after this
+PIPELINE_TIME_LIMIT_S = 20
+WALK_NEVER_ENDS = ("a loop that does not end? In a persistent kernel, the counter must move on by the number "
+                   "of blocks (cuda.gridDim.x) every pass, and the loop end when it reaches the number of tiles")
 
 
 def _pipeline_cases(persistent):
@@ -1138,8 +1142,11 @@ def _pipeline_check_simulator(name, make_kernel, persistent):
         pipeline = pm.ModelPipeline(mm, ap, bp)
         out = _poisoned((m, n), np.float32)
         try:
-            kernel[grid or tiles, threads](out, np.int32(m), np.int32(n), pipeline)
-            cuda.synchronize()
+            with finishes_within(f"{name}, {case}", PIPELINE_TIME_LIMIT_S, hint=WALK_NEVER_ENDS):
+                kernel[grid or tiles, threads](out, np.int32(m), np.int32(n), pipeline)
+                cuda.synchronize()
+        except CheckFailed:
+            raise
         except Exception as exc:  # noqa: BLE001 - the learner's kernel raised: name it
             raise _model_failure(name, case, exc) from None
         full = ap.astype(np.float64) @ bp.astype(np.float64).T
@@ -1299,9 +1306,10 @@ def check_fused_store(make_store, act, *, chunked: bool = False, name: str | Non
             pipeline = pm.ModelPipeline(mm, ap, bp)
             out = _poisoned((m, n), np.float32)
             try:
-                cuda.jit(make_kernel(mm, pm.make_tensor))[tiles, threads](out, np.int32(m), np.int32(n), pipeline,
-                                                                         cuda.to_device(bias))
-                cuda.synchronize()
+                with finishes_within(f"{name}, {case}", PIPELINE_TIME_LIMIT_S):
+                    cuda.jit(make_kernel(mm, pm.make_tensor))[tiles, threads](out, np.int32(m), np.int32(n), pipeline,
+                                                                             cuda.to_device(bias))
+                    cuda.synchronize()
             except CheckFailed:
                 raise
             except Exception as exc:  # noqa: BLE001 - the learner's store raised: name it
