@@ -79,10 +79,7 @@ def _sanitize(name, kernel, tool, launch, constants):
     if profiling.tool("compute-sanitizer") is None:
         print(f"compute-sanitizer is not on PATH (it comes with the CUDA toolkit): {tool} skipped for {name}")
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        script = Path(tmp) / "detective.py"
-        script.write_text(kernel_script(kernel, launch, constants))
-        r = subprocess.run(profiling.sanitizer_command(str(script), tool), capture_output=True, text=True, timeout=600)
+    r = _run_script(kernel, launch, constants, lambda script: profiling.sanitizer_command(script, tool))
     text = r.stdout + r.stderr
     summary = _SUMMARY.findall(text)
     counts = [int(n) for n in re.findall(r"SUMMARY: (\d+) (?:errors?|hazards?)", text)]
@@ -172,13 +169,18 @@ def check_bias_relu(kernel, *, name: str = "bias + ReLU epilogue") -> None:
     print(f"{name}: correct, no access outside an array ({where}; {20} x {40} and {45} x {33})")
 
 
-def run_script_on_cpu(kernel, launch: str, constants: dict) -> subprocess.CompletedProcess:
-    """The sanitizer's script run by the simulator instead (tests: the script itself must be sound)."""
+def _run_script(kernel, launch: str, constants: dict, command, env=None) -> subprocess.CompletedProcess:
+    """Write ``kernel_script(...)`` to a temporary file and run ``command(path)`` on it."""
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "detective.py"
         script.write_text(kernel_script(kernel, launch, constants))
-        return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"})
+        return subprocess.run(command(str(script)), capture_output=True, text=True, timeout=600, env=env)
+
+
+def run_script_on_cpu(kernel, launch: str, constants: dict) -> subprocess.CompletedProcess:
+    """The sanitizer's script run by the simulator instead (tests: the script itself must be sound)."""
+    return _run_script(kernel, launch, constants, lambda script: [sys.executable, script],
+                       env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"})
 
 
 def check_row_scale(kernel, *, name: str = "row_scale, coalesced") -> None:

@@ -1024,6 +1024,9 @@ def _chunk_of(p, layout):
 # 06.1: the kernel around cuBLASDx's pipeline API
 
 PIPELINE_TILE = (128, 256, 64, 256)  # 06.1's fp16 pipeline: tile_m, tile_n, tile_k, threads
+# On a GPU: one padded shape (384 x 512 x 256), so one compilation; n = 333 takes the element-by-element
+# store everywhere (rows not 16-byte multiples), n = 512 the whole-tile store on the tiles inside
+GPU_CASES = (("ragged, 300 x 333 x 200", 300, 333, 200), ("whole tiles, 300 x 512 x 200", 300, 512, 200))
 # The right kernels take about a second in the simulator; a walk that never ends is stopped after this
 PIPELINE_TIME_LIMIT_S = 20
 WALK_NEVER_ENDS = ("a loop that does not end? In a persistent kernel, the counter must move on by the number "
@@ -1118,6 +1121,31 @@ def _model_failure(name, case, exc) -> CheckFailed:
     return CheckFailed(f"{name}, {case}: the kernel raised {type(exc).__name__}: {text.splitlines()[0] if text else ''}")
 
 
+def _padded_operands(rng, m, n, k, tm, tn, spread=1.0):
+    """fp16 A (m x k) and B transposed (n x k), their copies padded with zeros to whole tiles (as
+    PipelineGemm pads them), and the float64 product of the padded copies (edge tiles' values included)."""
+    tiles = (-(-m // tm), -(-n // tn))
+    a = (rng.standard_normal((m, k)) * spread).astype(np.float16)
+    b_t = (rng.standard_normal((n, k)) * spread).astype(np.float16)
+    ap = np.zeros((tiles[0] * tm, k), np.float16)
+    bp = np.zeros((tiles[1] * tn, k), np.float16)
+    ap[:m], bp[:n] = a, b_t
+    return a, b_t, ap, bp, ap.astype(np.float64) @ bp.astype(np.float64).T, tiles
+
+
+def _launch_model(name, case, kernel, grid, threads, args, hint=None):
+    """One launch against ``pipeline_model`` in the simulator, within its time limit; what the kernel
+    raised becomes the learner's message (``_model_failure``)."""
+    try:
+        with finishes_within(f"{name}, {case}", PIPELINE_TIME_LIMIT_S, **({"hint": hint} if hint else {})):
+            kernel[grid, threads](*args)
+            cuda.synchronize()
+    except CheckFailed:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the learner's kernel raised: name it
+        raise _model_failure(name, case, exc) from None
+
+
 def _pipeline_check_simulator(name, make_kernel, persistent):
     from ..tensor_cores import pipeline_model as pm
     from ..tensor_cores.gemm import band_walk
@@ -1132,24 +1160,11 @@ def _pipeline_check_simulator(name, make_kernel, persistent):
         if hasattr(body, "py_func") or not callable(body):
             raise KernelLabArgumentError(f"{name}: the factory must return the kernel's plain Python function "
                                          "(no @cuda.jit: PipelineGemm compiles it with the pipeline's extensions)")
-        kernel = cuda.jit(body)
-        tiles = (-(-m // tm), -(-n // tn))
-        a = rng.standard_normal((m, k)).astype(np.float16)
-        b_t = rng.standard_normal((n, k)).astype(np.float16)
-        ap = np.zeros((tiles[0] * tm, k), np.float16)
-        bp = np.zeros((tiles[1] * tn, k), np.float16)
-        ap[:m], bp[:n] = a, b_t
+        _, _, ap, bp, full, tiles = _padded_operands(rng, m, n, k, tm, tn)
         pipeline = pm.ModelPipeline(mm, ap, bp)
         out = _poisoned((m, n), np.float32)
-        try:
-            with finishes_within(f"{name}, {case}", PIPELINE_TIME_LIMIT_S, hint=WALK_NEVER_ENDS):
-                kernel[grid or tiles, threads](out, np.int32(m), np.int32(n), pipeline)
-                cuda.synchronize()
-        except CheckFailed:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the learner's kernel raised: name it
-            raise _model_failure(name, case, exc) from None
-        full = ap.astype(np.float64) @ bp.astype(np.float64).T
+        _launch_model(name, case, cuda.jit(body), grid or tiles, threads, (out, np.int32(m), np.int32(n), pipeline),
+                      hint=WALK_NEVER_ENDS)
         mistake = _pipeline_mistake(name, case, out.copy_to_host(), full[:m, :n], pipeline.executed, tiles, tm, tn,
                                     full)
         if mistake is not None:
@@ -1167,11 +1182,8 @@ def _pipeline_check_gpu(name, make_kernel, persistent):
     cfg = PipelineConfig(tm, tn, tk, threads, "float16", depth=3, persistent_group_m=8 if persistent else 0)
     gemm = PipelineGemm(cfg, kernel=make_kernel)
     rng = np.random.default_rng(11)
-    # One padded shape (384 x 512 x 256), so one compilation: n = 333 takes the element-by-element
-    # store everywhere (rows not 16-byte multiples), n = 512 the whole-tile store on tiles inside.
-    for case, (m, n, k) in (("ragged, 300 x 333 x 200", (300, 333, 200)), ("whole tiles, 300 x 512 x 200", (300, 512, 200))):
-        a = rng.standard_normal((m, k)).astype(np.float16)
-        b_t = rng.standard_normal((n, k)).astype(np.float16)
+    for case, m, n, k in GPU_CASES:
+        a, b_t, _, _, full, tiles = _padded_operands(rng, m, n, k, tm, tn)
         out = cp.full((m, n), cp.nan, dtype=cp.float32)
         try:
             gemm(cp.asarray(a), cp.asarray(b_t), out)
@@ -1179,9 +1191,7 @@ def _pipeline_check_gpu(name, make_kernel, persistent):
         except Exception as exc:  # noqa: BLE001 - a compile or launch error of the learner's kernel
             raise CheckFailed(f"{name}, {case}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
         got = cp.asnumpy(out)
-        want = a.astype(np.float64) @ b_t.astype(np.float64).T
-        tiles = (-(-m // tm), -(-n // tn))
-        mistake = _pipeline_mistake(name, case, got, want, np.ones(tiles, np.int64), tiles, tm, tn)
+        mistake = _pipeline_mistake(name, case, got, full[:m, :n], np.ones(tiles, np.int64), tiles, tm, tn, full)
         if mistake is not None:
             raise mistake
     return "on the GPU, compiled with cuBLASDx: 300 x 333 and 300 x 512 outputs, K = 200"
@@ -1290,30 +1300,16 @@ def check_fused_store(make_store, act, *, chunked: bool = False, name: str | Non
         from ..tensor_cores.gemm import PipelineGemm
 
         gemm = PipelineGemm(PipelineConfig(tm, tn, tk, threads, "float16", depth=3), kernel=make_kernel)
-        cases = [("ragged, 300 x 333 x 200", 300, 333, 200), ("whole tiles, 300 x 512 x 200", 300, 512, 200)]
+        cases = GPU_CASES
         how = "on the GPU, compiled with cuBLASDx: 300 x 333 and 300 x 512 outputs, K = 200"
     for case, m, n, k in cases:
-        tiles = (-(-m // tm), -(-n // tn))
-        a = (rng.standard_normal((m, k)) / 4).astype(np.float16)
-        b_t = (rng.standard_normal((n, k)) / 4).astype(np.float16)
+        a, b_t, ap, bp, full, tiles = _padded_operands(rng, m, n, k, tm, tn, spread=0.25)
         bias = rng.standard_normal(m).astype(np.float32)
-        ap = np.zeros((tiles[0] * tm, k), np.float16)
-        bp = np.zeros((tiles[1] * tn, k), np.float16)
-        ap[:m], bp[:n] = a, b_t
-        full = ap.astype(np.float64) @ bp.astype(np.float64).T
         if on_simulator():
             mm = pm.ModelMatmul(tm, tn, tk, threads, np.float32, seed=m + n)
-            pipeline = pm.ModelPipeline(mm, ap, bp)
             out = _poisoned((m, n), np.float32)
-            try:
-                with finishes_within(f"{name}, {case}", PIPELINE_TIME_LIMIT_S):
-                    cuda.jit(make_kernel(mm, pm.make_tensor))[tiles, threads](out, np.int32(m), np.int32(n), pipeline,
-                                                                             cuda.to_device(bias))
-                    cuda.synchronize()
-            except CheckFailed:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the learner's store raised: name it
-                raise _model_failure(name, case, exc) from None
+            _launch_model(name, case, cuda.jit(make_kernel(mm, pm.make_tensor)), tiles, threads,
+                          (out, np.int32(m), np.int32(n), pm.ModelPipeline(mm, ap, bp), cuda.to_device(bias)))
             got = out.copy_to_host()
         else:
             out = cp.full((m, n), cp.nan, dtype=cp.float32)
