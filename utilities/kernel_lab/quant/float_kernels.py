@@ -39,6 +39,8 @@ from . import fp8 as _fp8
 from ..bitcast import bits_float, float_bits
 from ..validate import KernelLabArgumentError
 from ..vector_loads import load4, store4
+from .integer import AMAX_FLOOR
+from .int8 import floor_amax
 
 from numba import cuda, float32, int32, int64, uint8, uint16, uint32  # noqa: E402  (after kernel_lab chose the target)
 
@@ -61,16 +63,26 @@ E2M1_DEC = (1, 1, 2, 3)
 E4M3_DEC = (3, 7, 4, 7)
 
 
+def _eight_bits(fmt):
+    f = _fp8.get_format(fmt)
+    if f.bits != 8:
+        raise KernelLabArgumentError(
+            f"the FP8 encoders and decoders take 8-bit formats (E4M3, E5M2), not {f.name}: their sign is bit 7, "
+            f"and {f.name} has {f.bits} bits. E2M1 codes come from e2m1_code or encode_value(v, *E2M1) "
+            "(kernels) and kernel_lab.quant.fp8.encode (NumPy)")
+    return f
+
+
 def encode_args(fmt, saturate=True):
     """``(M, BIAS, MAX_CODE, OVERFLOW_CODE, NAN_CODE)`` of an 8-bit format, for the encoders."""
-    f = _fp8.get_format(fmt)
+    f = _eight_bits(fmt)
     nan = f.nan_code if f.nan_code is not None else f.max_code
     return (f.man_bits, f.bias, f.max_code, f.overflow_code(saturate), nan)
 
 
 def decode_args(fmt):
-    """``(M, BIAS, EXP_BITS, SPECIALS)`` of a format, for the decoders."""
-    f = _fp8.get_format(fmt)
+    """``(M, BIAS, EXP_BITS, SPECIALS)`` of an 8-bit format, for the decoders."""
+    f = _eight_bits(fmt)
     return (f.man_bits, f.bias, f.exp_bits, SPECIALS[f.specials])
 
 
@@ -108,10 +120,18 @@ def encode_bits(b, M, BIAS, MAX_CODE, OVERFLOW_CODE, NAN_CODE):
 
 @cuda.jit(device=True)
 def encode_value(v, M, BIAS, MAX_CODE, SIGN_SHIFT):
-    """Saturating code of a finite float32 value ``v`` computed in the kernel (frexp, no bits)."""
+    """Saturating code of a float32 value ``v`` computed in the kernel (frexp, no bits). A NaN gives the
+    codes of :func:`e2m1_code` and :func:`e4m3_code` (and of ``kernel_lab.quant.fp8.encode``, ml_dtypes'):
+    for E2M1, which has no NaN, 0b1000 when its sign bit is clear and 0b0000 when it is set; for E4M3,
+    its NaN 0x7F with the sign. Decided on the bits, as those do (a comparison that only a NaN fails
+    can be compiled away)."""
     sign = 0
     if math.copysign(float32(1), v) < 0:
         sign = 1 << SIGN_SHIFT
+    if (float_bits(v) & uint32(0x7FFFFFFF)) > uint32(0x7F800000):  # NaN: bits above infinity's
+        if SIGN_SHIFT == 3:  # E2M1: ml_dtypes' code, -0's pattern with the NaN's sign bit flipped
+            return sign ^ 8
+        return sign | (MAX_CODE + 1)  # E4M3: S.1111.111
     if v == 0:
         return sign
     mant, ex = math.frexp(v)
@@ -251,7 +271,8 @@ def nvfp4_dequantize_tail(packed, scales, amax, out, b0):
     i = 2 * t
     n = out.size
     if i < n:
-        ts = amax[0] / float32(NVFP4_AMAX_DIVISOR)
+        a = amax[0]
+        ts = (max(a, float32(AMAX_FLOOR)) if a > 0 else a) / float32(NVFP4_AMAX_DIVISOR)  # integer.AMAX_FLOOR
         if ts == 0:
             ts = float32(1)
         denom = decode_value(int64(scales[t // 8]), 3, 7, 4, 7) * ts
@@ -328,7 +349,8 @@ def _quad_dequantizer(bits: int):
         nq = quads.size
         ts = float32(1)
         if not mx:
-            ts = amax[0] / float32(NVFP4_AMAX_DIVISOR)
+            a = amax[0]
+            ts = (max(a, float32(AMAX_FLOOR)) if a > 0 else a) / float32(NVFP4_AMAX_DIVISOR)  # integer.AMAX_FLOOR
             if ts == 0:
                 ts = float32(1)
         p = cuda.local.array(WORDS_PER_THREAD, int32)
@@ -598,8 +620,14 @@ def nvfp4_words(packed, n):
 
 def nvfp4_quantize(packed, scales, x, amax):
     """Launch :func:`nvfp4_quantize_blocks`: ``packed`` (uint8, (n + 1) // 2) and ``scales`` (uint8, one
-    per 16) from ``x`` (float32, n) and the tensor's amax (a one-element float32 device array)."""
+    per 16) from ``x`` (float32, n) and the tensor's amax (a one-element float32 device array).
+
+    ``amax`` is floored in place first (``max(amax, 2^-126)`` unless 0: :func:`kernel_lab.quant.int8.floor_amax`,
+    the reference's :func:`kernel_lab.quant.microscaling.nvfp4_tensor_scale`): the kernel is the notebook's,
+    which divides amax as it is, and a subnormal amax would make its tensor scale 0, then 1, and the whole
+    tensor zeros. The dequantizers floor it the same way, so the array serves both."""
     _check_nvfp4_arrays(packed, scales, x, amax)
+    floor_amax[1, 1](amax)
     nblocks = blocks_for(x.size, 16)
     nvfp4_quantize_blocks[blocks_for(nblocks, THREADS), THREADS](x, packed, nvfp4_words(packed, x.size), scales,
                                                                  amax)

@@ -208,12 +208,15 @@ def roundtrip(x, fmt, saturate: bool = True) -> np.ndarray:
 
 
 def scaled_roundtrip(x, fmt) -> np.ndarray:
-    """Per-tensor scaled FP8, as FP8 tensors are used: s = absmax / max_value (float32),
-    codes = encode(x / s) saturating, x_hat = decode(codes) * s."""
+    """Per-tensor scaled FP8, as FP8 tensors are used: s = max(absmax, 2^-126) / max_value (float32;
+    the floor is :data:`kernel_lab.quant.integer.AMAX_FLOOR`), codes = encode(x / s) saturating,
+    x_hat = decode(codes) * s."""
+    from .integer import floored
+
     f = get_format(fmt)
     x32 = np.asarray(x, np.float32)
     amax = np.float32(np.max(np.abs(x32))) if x32.size else np.float32(0)
-    s = np.float32(amax / np.float32(f.max_value)) if amax > 0 else np.float32(1)
+    s = np.float32(floored(amax) / np.float32(f.max_value)) if amax > 0 else np.float32(1)
     return decode(encode(x32 / s, f, True), f).astype(np.float64) * np.float64(s)
 
 

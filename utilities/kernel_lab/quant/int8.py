@@ -18,6 +18,7 @@ from ..scans import THREADS, absmax_grid_stride, persistent_blocks
 from ..validate import KernelLabArgumentError
 from ..bitcast import float_bits
 from ..vector_loads import load4, store4
+from .integer import AMAX_FLOOR
 
 from numba import cuda, float32, int8, int32, uint8, uint32, uint64  # noqa: E402  (after kernel_lab)
 
@@ -47,10 +48,22 @@ def int8_dequantize(q, scale, out):
         i += cuda.gridsize(1)
 
 
+@cuda.jit
+def floor_amax(amax):
+    """``amax[0] = max(amax[0], AMAX_FLOOR)`` where it is positive (one thread): the floor of
+    :data:`kernel_lab.quant.integer.AMAX_FLOOR`, for kernels that divide amax themselves and are the
+    notebooks' own code (``int8_quantize``, ``nvfp4_quantize_blocks``)."""
+    a = amax[0]
+    if a > float32(0.0):
+        amax[0] = max(a, float32(AMAX_FLOOR))
+
+
 def launch_int8_quantize(q, scale, x, amax=None):
-    """absmax on the GPU (module 02's grid-stride kernel), then the quantizer: no host round trip."""
+    """absmax on the GPU (module 02's grid-stride kernel), floored (``amax`` receives ``max(|x|)``, at
+    least 2^-126 unless 0: :func:`floor_amax`), then the quantizer: no host round trip."""
     amax = cuda.device_array(1, np.float32) if amax is None else amax
     absmax_grid_stride(amax.view(np.uint32), x.view(np.uint32))
+    floor_amax[1, 1](amax)
     int8_quantize[persistent_blocks(x.size), THREADS](x, amax, q, scale)
 
 
@@ -117,7 +130,7 @@ def _int8_quantize_tile(code):
     @cuda.jit
     def quantize(x, amax, q, q32, scale_out):
         a = amax[0]
-        s = a / float32(127.0) if a > float32(0.0) else float32(1.0)
+        s = max(a, float32(AMAX_FLOOR)) / float32(127.0) if a > float32(0.0) else float32(1.0)  # integer.AMAX_FLOOR
         if cuda.grid(1) == 0:
             scale_out[0] = s
         nb = cuda.blockDim.x
@@ -207,7 +220,8 @@ def tile_blocks(n: int, threads: int = THREADS) -> int:
 
 
 def launch_int8_quantize_x4(q, scale, x, amax, fadd: bool = False):
-    """Like :func:`int8_quantize` with the scale from ``amax``, a tile of 4 x 16 bytes per thread;
+    """Like :func:`int8_quantize` with the scale from ``amax`` (floored at 2^-126 in the kernel: see
+    :data:`kernel_lab.quant.integer.AMAX_FLOOR`), a tile of 4 x 16 bytes per thread;
     ``fadd=True``: rounding by :func:`round_clamp_fadd`. Any size."""
     kernel = int8_quantize_x4_fadd if fadd else int8_quantize_x4
     kernel[tile_blocks(x.size), THREADS](x, amax, q, int8_words(q), scale)
@@ -245,8 +259,23 @@ def affine_quantize_rows(x, lo, hi, q, scale, zp):
     q[r, c] = uint8(min(max(round(x[r, c] / s) + z, 0), 255))
 
 
+@cuda.jit
+def floor_ranges(lo, hi, hi_out):
+    """``hi_out = lo + AMAX_FLOOR`` where ``0 < hi - lo < AMAX_FLOOR``, else ``hi``: the range's width
+    floored, for :func:`affine_quantize_rows` (the notebook's kernel, which divides the width itself).
+    A width below 2^-126 needs ``|lo| < 2^-103``; for ``|lo| < 2^-104`` the sum ``lo + AMAX_FLOOR`` is exact
+    and the kernel's ``hi - lo`` is the floor itself (the reference's); in the binade below 2^-103 it
+    may round to the floor plus or minus 2^-127: still a nonzero width."""
+    r = cuda.grid(1)
+    if r < hi.size:
+        width = hi[r] - lo[r]
+        hi_out[r] = lo[r] + float32(AMAX_FLOOR) if float32(0.0) < width < float32(AMAX_FLOOR) else hi[r]
+
+
 def launch_affine_quantize_rows(q, scale, zp, x, lo, hi):
+    """The notebook's kernel, with each row's range floored first (:func:`floor_ranges`)."""
     threads = (16, 16)
+    hi = _floored_ranges(lo, hi)
     affine_quantize_rows[(-(-x.shape[0] // 16), -(-x.shape[1] // 16)), threads](x, lo, hi, q, scale, zp)
 
 
@@ -269,7 +298,7 @@ def affine_quantize_rows_x4(x, lo, hi, q32, scale, zp):
     w = uint64(cuda.blockIdx.x) * (uint64(4) * nb) + uint64(cuda.threadIdx.x)
     nw = uint64(q32.shape[1])
     width = hi[r] - lo[r]
-    s = width / float32(255.0) if width > float32(0.0) else float32(1.0)
+    s = max(width, float32(AMAX_FLOOR)) / float32(255.0) if width > float32(0.0) else float32(1.0)
     z = int32(min(max(round_clamp_fadd(-lo[r] / s, float32(-1024.0), float32(1024.0)), 0), 255))
     if w == uint64(0):
         scale[r] = s
@@ -285,6 +314,12 @@ def affine_quantize_rows_x4(x, lo, hi, q32, scale, zp):
             q32[r, wk] = (uint32(affine_code(v[k, 0], s, z)) | (uint32(affine_code(v[k, 1], s, z)) << uint32(8))
                           | (uint32(affine_code(v[k, 2], s, z)) << uint32(16))
                           | (uint32(affine_code(v[k, 3], s, z)) << uint32(24)))
+
+
+def _floored_ranges(lo, hi):
+    out = cuda.device_array(hi.shape[0], np.float32)
+    floor_ranges[max(1, -(-hi.shape[0] // 256)), 256](lo, hi, out)
+    return out
 
 
 def launch_affine_quantize_rows_x4(q, scale, zp, x, lo, hi):

@@ -11,11 +11,32 @@ import numpy as np
 
 from ..validate import KernelLabArgumentError
 
+# The floor of every amax (and range width) from which a scale is derived: float32's smallest normal.
+# A tensor whose largest magnitude is a float32 subnormal has amax / 127 (/ 7, / 255, / 448, / 2688)
+# rounded to 0 or to a subnormal of a few bits: quantizing then divides by 0 (inf and NaN codes; the
+# simulator's round() raises OverflowError) or, for NVFP4, the tensor scale's 0 is replaced by 1 and
+# the whole tensor becomes zeros. Production quantizers clamp amax below at an epsilon before dividing
+# (torchao's float8 1e-12, BitNet's 1e-5, Transformer Engine's encode scale at float32's largest);
+# this floor is the smallest that keeps every scale nonzero, so a tensor whose amax is a normal
+# float32 quantizes exactly as without it, and a subnormal one keeps the format's error bound in
+# absolute terms: |x - x_hat| <= half of (AMAX_FLOOR / qmax). An amax of 0 keeps its own rule (scale 1),
+# so an all-zero tensor still gives zeros. Ternary's absmean needs no floor: the scale is the mean
+# itself (no division), a subnormal mean is a valid divisor, and a mean that rounds to 0 takes the
+# zero rule (every weight is then below 2^-149 times the number of weights).
+AMAX_FLOOR = np.float32(2.0 ** -126)
+
+
+def floored(amax):
+    """``max(amax, AMAX_FLOOR)`` where amax > 0, 0 where it is 0 (float32; any shape)."""
+    a = np.asarray(amax, np.float32)
+    return np.where(a > 0, np.maximum(a, AMAX_FLOOR), a).astype(np.float32)
+
 
 def int8_absmax_scale(x, axis=None):
-    """The symmetric INT8 scale: absmax / 127 (per tensor, or along ``axis``); 1 where all zero."""
+    """The symmetric INT8 scale: ``max(absmax, AMAX_FLOOR) / 127`` (per tensor, or along ``axis``); 1
+    where all zero."""
     amax = np.max(np.abs(np.asarray(x, np.float64)), axis=axis, keepdims=axis is not None)
-    return np.where(amax > 0, amax / 127.0, 1.0)
+    return np.where(amax > 0, np.maximum(amax, float(AMAX_FLOOR)) / 127.0, 1.0)
 
 
 def int8_absmax_roundtrip(x, axis=None):
@@ -34,13 +55,14 @@ def int4_group_roundtrip(x, group=128):
     for start in range(0, flat.shape[1], group):
         g = flat[:, start:start + group]
         amax = np.max(np.abs(g), axis=1, keepdims=True)
-        scale = np.where(amax > 0, amax / 7.0, 1.0)
+        scale = np.where(amax > 0, np.maximum(amax, float(AMAX_FLOOR)) / 7.0, 1.0)
         out[:, start:start + group] = np.clip(np.rint(g / scale), -8, 7) * scale
     return out.reshape(x.shape)
 
 
 def ternary_absmean_roundtrip(w):
-    """BitNet b1.58 weights: scale = mean |w|, q = clip(rint(w / scale), -1, 1), w_hat = q * scale."""
+    """BitNet b1.58 weights: scale = mean |w|, q = clip(rint(w / scale), -1, 1), w_hat = q * scale
+    (no floor: see :data:`AMAX_FLOOR`)."""
     w = np.asarray(w, np.float64)
     scale = np.mean(np.abs(w))
     scale = scale if scale > 0 else 1.0
@@ -60,8 +82,8 @@ def rint_f32(v):
 
 
 def int8_scale_f32(amax):
-    """The symmetric INT8 scale in float32: ``float32(amax) / 127`` (1 where amax is 0)."""
-    amax = np.asarray(amax, np.float32)
+    """The symmetric INT8 scale in float32: ``max(float32(amax), AMAX_FLOOR) / 127`` (1 where amax is 0)."""
+    amax = floored(amax)
     return np.where(amax > 0, amax / np.float32(127), np.float32(1)).astype(np.float32)
 
 
@@ -80,13 +102,13 @@ def int8_dequantize_f32(q, scale):
 def affine_params_f32(lo, hi):
     """Asymmetric UINT8 parameters from a calibrated range ``[lo, hi]`` (per tensor or per channel).
 
-    ``scale = (hi - lo) / 255`` (1 where the range is empty) and ``zero_point = clamp(rint(-lo / scale),
+    ``scale = max(hi - lo, AMAX_FLOOR) / 255`` (1 where the range is empty) and ``zero_point = clamp(rint(-lo / scale),
     0, 255)``: the integer that stands for 0.0. A range that does not contain 0 (all-positive after a
     ReLU, say) gives ``-lo / scale`` outside [0, 255]: the zero point must be clamped to stay a uint8.
     """
     lo = np.asarray(lo, np.float32)
     hi = np.asarray(hi, np.float32)
-    width = (hi - lo).astype(np.float32)
+    width = floored((hi - lo).astype(np.float32))
     scale = np.where(width > 0, width / np.float32(255), np.float32(1)).astype(np.float32)
     zp = np.clip(rint_f32(-lo / scale), 0, 255).astype(np.int32)
     return scale, zp
@@ -106,13 +128,15 @@ def affine_dequantize_f32(q, scale, zero_point):
 
 
 def int4_group_scales_f32(x, group=INT4_GROUP):
-    """Per-group INT4 scales of a 2-D ``x`` (rows, cols): ``absmax / 7`` in float32 (1 where all zero),
+    """Per-group INT4 scales of a 2-D ``x`` (rows, cols): ``max(absmax, AMAX_FLOOR) / 7`` in float32 (1
+    where all zero),
     shape (rows, ceil(cols / group))."""
     x = np.atleast_2d(np.asarray(x, np.float32))
     groups = -(-x.shape[1] // group)
     amax = np.zeros((x.shape[0], groups), np.float32)
     for g in range(groups):
         amax[:, g] = np.max(np.abs(x[:, g * group:(g + 1) * group]), axis=1)
+    amax = floored(amax)
     return np.where(amax > 0, amax / np.float32(7), np.float32(1)).astype(np.float32)
 
 
@@ -158,7 +182,8 @@ def int8_per_row_f32(x):
 
 
 def ternary_scale_f32(w):
-    """BitNet b1.58's weight scale: ``mean |w|`` (float64 sum, then float32), 1 where all zero."""
+    """BitNet b1.58's weight scale: ``mean |w|`` (float64 sum, then float32), 1 where it is 0 (no floor:
+    see :data:`AMAX_FLOOR`)."""
     m = np.float32(np.mean(np.abs(np.asarray(w, np.float64))))
     return np.float32(m if m > 0 else 1.0)
 

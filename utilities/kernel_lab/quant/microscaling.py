@@ -14,20 +14,25 @@ E8M0 scale ``X = 2**(code - 127)`` (code 255 is NaN; 0..254 cover 2**-127..2**12
 ``emax_elem`` is the exponent of the element format's largest value: 2 for E2M1 (6 = 1.5 * 2**2),
 8 for E4M3 (448 = 1.75 * 2**8). The scale is rounded **down** to a power of two, so the block's
 largest element lands in [2**emax, 2**(emax+1)): above the element's largest value (6 or 448) it
-saturates, which is what the specification asks (it clamps rather than wasting a binade).
+saturates, which is what the specification asks (it clamps rather than wasting a binade). MX needs no
+floor of its own: the clamp at code 0 is the floor (the smallest scale E8M0 holds, 2**-127), so a
+block of subnormals keeps a finite, nonzero scale, and there is no division (``x_i / X`` is an exact
+``ldexp``); such a block's elements are multiples of the element's smallest step times 2**-127.
 
 **NVFP4** (NVIDIA, "Introducing NVFP4 for Efficient and Accurate Low-Precision Inference", 2025,
 and the PTX ISA's ``.ue4m3`` block-scale type): blocks of 16 E2M1 elements, one E4M3 scale per
 block, and one FP32 scale per tensor. In float32 arithmetic, in this order::
 
-    ts      = amax_tensor / (6 * 448)            (1 when amax_tensor = 0)
+    ts      = max(amax_tensor, 2^-126) / (6 * 448)   (1 when amax_tensor = 0)
     s_code  = E4M3(amax_block / 6 / ts)          rounded to nearest even, saturating
     denom   = decode(s_code) * ts
     element = E2M1(x / denom)                    (0, sign kept, when denom = 0)
     x_hat   = decode(element) * denom
 
 Dividing by ``6 * 448`` puts the largest block scale at E4M3's largest value, so no block scale
-overflows; rounding the scale to nearest (not up) lets a block's largest element exceed 6 by up to
+overflows; the floor 2^-126 (:data:`kernel_lab.quant.integer.AMAX_FLOOR`) keeps ``ts`` nonzero for a
+tensor whose amax is a float32 subnormal (without it ``ts`` rounds to 0, is replaced by 1, and every
+block scale and element is 0: the whole tensor flushed), and changes nothing for a normal amax; rounding the scale to nearest (not up) lets a block's largest element exceed 6 by up to
 half an E4M3 step, where it saturates.
 
 E2M1 codes are packed two per byte, element 2i in the low nibble (see ``float_kernels``). Inputs
@@ -87,11 +92,16 @@ def unpack_e2m1(packed, n: int) -> np.ndarray:
 
 
 def nvfp4_tensor_scale(amax):
+    """``max(amax, 2^-126) / 2688`` in float32, 1 where amax is 0 (the floor: see the module's text)."""
+    from .integer import AMAX_FLOOR
+
     xp = _fp8._xp(amax)
     if xp is not np:  # a CuPy scalar array: stay on the device
-        ts = amax.astype(xp.float32) / xp.float32(NVFP4_AMAX_DIVISOR)
+        a = amax.astype(xp.float32)
+        ts = xp.where(a > 0, xp.maximum(a, xp.float32(AMAX_FLOOR)), a) / xp.float32(NVFP4_AMAX_DIVISOR)
         return xp.where(ts != 0, ts, xp.float32(1))
-    ts = np.float32(amax) / NVFP4_AMAX_DIVISOR
+    a = np.float32(amax)
+    ts = np.float32((np.maximum(a, AMAX_FLOOR) if a > 0 else a) / NVFP4_AMAX_DIVISOR)
     return ts if ts != 0 else np.float32(1)
 
 

@@ -19,7 +19,7 @@ from ..scans import THREADS, block_sum_f64, persistent_blocks, zero_first
 from ..validate import KernelLabArgumentError
 from ..vector_loads import load4
 from ..device.dp4a import dp4a
-from .integer import as_words, pad_cols
+from .integer import AMAX_FLOOR, as_words, pad_cols
 from .int8 import code8_fadd, pack4, round_clamp_fadd
 from .warp import warp_max_f32, warp_sum
 
@@ -73,7 +73,7 @@ def int8_rows_quantize(x, q, scales):
     for c in range(lane, cols, 32):
         m = max(m, abs(x[r, c]))
     m = warp_max_f32(m)
-    s = m / float32(127.0) if m > float32(0.0) else float32(1.0)
+    s = max(m, float32(AMAX_FLOOR)) / float32(127.0) if m > float32(0.0) else float32(1.0)  # integer.AMAX_FLOOR
     if lane == 0:
         scales[r] = s
     for c in range(lane, q.shape[1], 32):  # q may be wider (padded K): zeros there
@@ -371,7 +371,7 @@ def _int8_rows_team(threads: int, quads: int):
             m = float32(0.0)
             for i in range(warps):
                 m = max(m, part[i])
-        s = m / float32(127.0) if m > float32(0.0) else float32(1.0)
+        s = max(m, float32(AMAX_FLOOR)) / float32(127.0) if m > float32(0.0) else float32(1.0)
         if t == uint64(0):
             scales[r] = s
         for k in range(quads):
