@@ -78,7 +78,7 @@ def check_small(results, moduli_list, cfg):
                 line["max_diff_vs_numpy_scheme_in_u"] = float(np.max(np.abs(got - want) / (U * scale)))
                 line["normwise_vs_accurate"] = float(np.linalg.norm(got - exact) / np.linalg.norm(exact))
                 line["numpy_normwise_vs_accurate"] = float(np.linalg.norm(want - exact) / np.linalg.norm(exact))
-                # Inf/NaN: their rows and columns are NaN, the rest unchanged
+                # Inf/NaN: their rows and columns are DGEMM's (+-Inf or NaN), the rest unchanged
                 a2, b2 = a.copy(), b.copy()
                 a2[5, 7], b2[3, 11] = np.nan, -np.inf
                 c2 = g(cp.asarray(a2), cp.asarray(b2))

@@ -15,6 +15,9 @@ Modules, one job each:
 - the classic mistakes of notebook 07.1's exercises, and the checks that name them, live in
   ``kernel_lab.checks.ozaki`` (with the other modules' checks).
 - ``ozaki2``: the Ozaki-II scheme (moduli and the Chinese remainder theorem), in NumPy.
+- ``nonfinite``: Inf and NaN inputs: read as zeros by the schemes, then the rows and columns that
+  hold them recomputed by a plain float64 product, so every emulated GEMM returns DGEMM's +-Inf
+  and NaN (NumPy and CuPy alike).
 - ``auto``: how many slices (Ozaki-I) or moduli (Ozaki-II) the inputs need for the accuracy asked
   for, predicted from the exponent spread of A's rows and B's columns.
 - ``gpu``, ``gpu_ozaki2``: the GPU kernels and launchers of both schemes (need a GPU for the INT8

@@ -32,15 +32,20 @@ The error model
 The emulated product's errors are sums of many independent rounding errors, so they add in
 squares. Ozaki-I with ``s`` slices, element (i, j), variance
 
-    (4/3) 2**(-16 s) (4**e_i sum_k b_kj**2 + 4**e_j sum_k a_ik**2)        entries rounded to the grid
+    16 2**(-16 s) (sqrt(4**e_i g_i sum_k b_kj**2) + sqrt(4**e_j g_j sum_k a_ik**2))**2   rounding
   + (16/9) 2**(-16 s) 4**(e_i + e_j) sum_k sum_{t=1}^{s-1} act(a_ik, t) act(b_kj, s - t)
 
 The second line is the first diagonal of digit products left out (t + u = s): s - 1 products per
 k of two digits uniform in [-128, 127], each worth ``2**(e_i + e_j + 2 - 8s)`` per unit of 2**14;
-``act(x, t)``: digit t of x holds random bits. Ozaki-II with N moduli rounds ``x * 2**mu`` to an
-integer: ``(1/12)(4**-mu_i sum_k b_kj**2 + 4**-nu_j sum_k a_ik**2)`` over the entries that are not
-already integers, with exactly the exponents ``ozaki2.scale_exponents`` will use. Both add the
-float64 rounding of the result.
+``act(x, t)``: digit t of x holds random bits. ``g_i`` is the mean square of row i's rounding
+errors in units of its grid, measured from the entries (``_Operand.rounding_msq``): 1/12 for
+entries with many random bits below the grid, 0 for entries on it, 1/4 for entries whose bits end
+one place below it (every one a tie, off by 1/2). Ozaki-II with N moduli rounds ``x * 2**mu`` to an
+integer, with exactly the exponents ``ozaki2.scale_exponents`` will use:
+``(sqrt(4**-mu_i g_i sum_k b_kj**2) + sqrt(4**-nu_j g_j sum_k a_ik**2))**2``. The two terms
+(A's rounding times B, A times B's rounding) are added as if in phase, not in squares
+(``_in_phase``: inputs on a grid finer than the scheme's make them so). Both add the float64
+rounding of the result.
 
 The two measures (``measure=``); the default targets are this module's float64 goals:
 
@@ -59,17 +64,29 @@ The two measures (``measure=``); the default targets are this module's float64 g
   worst element is the level that one element in ten realisations exceeds:
   ``sum_ij P(|N(0, r_ij**2)| > t) = ln(10/9)``, ``r_ij = std_ij / (|A||B|)_ij``.
 
-How good it is (the tests hold it to this, over random matrices with 0 to 40 binades of spread
-per row and column, signed and positive, K from 30 to 2000): normwise predictions are within
-0.6-1.7 times the measured error; componentwise within 0.1-1.9 (pessimistic where a few huge
-terms dominate each dot product). With SAFETY = 2 the chosen count met its target in every case
-tried, and one count fewer also met it in about a quarter of the cases for slices (each slice
-is worth 8 bits) and about a third for moduli (each modulus is worth 4 bits per operand).
+How good it is, over 40 random matrices with 0 to 40 binades of spread per row and column,
+signed and positive, K from 30 to 2000 (``test_ozaki_auto`` holds narrower samples to it):
+normwise predictions are 0.7-3 times the measured error, componentwise 0.8-9.5 times
+(pessimistic where a few huge terms dominate each dot product, and by up to sqrt(2) where the two
+operands' rounding errors are independent, which the in-phase sum does not assume). With
+SAFETY = 2 the chosen count met its target in every case tried; one count fewer also met it in
+a tenth to a sixth of the cases for slices (each slice is worth 8 bits), a third for moduli
+normwise and two thirds componentwise (each modulus is worth 4 bits per operand). Without the
+in-phase sum the moduli's normwise share was a sixth: that margin costs a modulus more than
+needed in about one case in six.
 
-Where the model is wrong: inputs whose rounding errors are not random (entries on a grid slightly
-finer than the scheme's, or correlated with the other operand's signs), and normwise for K so
-small that the probes' estimate of ``||AB||_F`` is the only thing between the model and the
-answer (it is within about 25% with 32 probes, even for a product of rank one).
+Inputs on a grid one bit finer than the scheme's (every scaled entry an odd multiple of 1/2),
+A signed and B positive, at the decision boundary (target = SAFETY x the prediction of a count):
+the chosen count missed its target by up to 1.9 times when the model assumed 1/12 per rounded
+entry and independent operands; it meets it now (``test_choosers_meet_their_target_at_the_
+decision_boundary``).
+
+Where the model is still wrong: rounding errors of one sign along a whole dot product. Ties at a
+fixed parity with A and B both positive round every entry down, so ``dA B`` grows like K, not
+sqrt(K), and no fixed margin covers it (the chosen count missed by 5 to 15 times on such inputs of
+K = 64 to 1024). And normwise for K so small that the probes' estimate of ``||AB||_F`` is the only
+thing between the model and the answer (it is within about 25% with 32 probes, even for a product
+of rank one).
 """
 
 from __future__ import annotations
@@ -147,7 +164,7 @@ def _finite_matrix(x, name):
     if x.dtype != np.float64:
         raise KernelLabArgumentError(f"{name} must be float64, got {x.dtype}")
     if not np.isfinite(x).all():
-        x = np.where(np.isfinite(x), x, 0.0)  # their rows/columns come out NaN whatever the count
+        x = np.where(np.isfinite(x), x, 0.0)  # their rows/columns are recomputed in float64 (nonfinite)
     return x
 
 
@@ -180,7 +197,18 @@ class _Operand:
         counts = np.bincount(idx, minlength=self.rows * width).reshape(self.rows, width).astype(np.float64)
         share = counts[:, 1:] / max(self.k, 1)  # share[i, d]: entries d binades below the row's top
         self.cum = np.concatenate([np.zeros((self.rows, 1)), np.cumsum(share, axis=1)], axis=1)
-        self.exponents = ex
+
+    def rounding_msq(self, y):
+        """Per row, the mean square of ``rint(y) - y`` over all entries and over the nonzero ones:
+        the rounding errors of the scaled operand ``y`` in units of its grid (1/12 on average for
+        entries with many bits below the grid, 1/4 for entries whose bits end one place below it:
+        every one is a tie, rounded by 1/2)."""
+        if self.k == 0:
+            return np.zeros(self.rows), np.zeros(self.rows)
+        err = np.rint(y) - y
+        sq = np.einsum("ik,ik->i", err, err)
+        count = self.nonzero.sum(axis=1)
+        return sq / self.k, np.where(count > 0, sq / np.maximum(count, 1), 0.0)
 
     def share_between(self, lo, hi):
         """Share of each row's entries with lo <= d <= hi binades below the row's top."""
@@ -224,7 +252,8 @@ class _Terms:
 # Predictions
 #
 # Ozaki-I, s slices (P = 8s - 2). Rounding an entry to its row's grid 2**(e - P) leaves an error
-# uniform in +-2**(e - P - 1), variance 4**(e - P - 1) / 3 = (4/3) 2**(-16 s) 4**e. The first
+# of mean square g 4**(e - P) = 16 g 2**(-16 s) 4**e, g measured per row (1/12 for an error uniform
+# in +-1/2 grid step: (4/3) 2**(-16 s) 4**e; 1/4 for ties). The first
 # diagonal left out (t + u = s) adds, per k, s - 1 products of two digits uniform in [-128, 127]
 # (variance (2**14 / 3)**2 each) worth 2**(e_i + e_j + 2 - 8s) per 2**14: (16/9) 2**(-16 s)
 # 4**(e_i + e_j) per active pair. Digit t of an entry d binades below its row's top holds random
@@ -239,12 +268,18 @@ def _dropped_shares(sa, sb, s):
         yield sa.share_between(8 * t - 54, 8 * t + 6), sb.share_between(8 * u - 54, 8 * u + 6)
 
 
+def _ozaki1_rounding(op, s):
+    """Per row: the mean square rounding error of the entries on the row's grid 2**(e - P), in
+    units of the grid (all entries; nonzero entries, at least 1/12)."""
+    msq, msq_nonzero = op.rounding_msq(np.ldexp(op.unit, scaled_bits(s)))
+    return msq, np.maximum(msq_nonzero, 1 / 12)
+
+
 def _ozaki1_normwise(sa, sb, s, cnorm):
-    p = scaled_bits(s)
     wa, wb = sa.weight4(), sb.weight4()
-    ga = sa.share_between(p - 52, _SPREAD_CAP)  # entries with bits below the grid (d > P - 53)
-    gb = sb.share_between(p - 52, _SPREAD_CAP)
-    var = (4 / 3) * (np.sum(wa * ga) * np.sum(sb.sq) + np.sum(wb * gb) * np.sum(sa.sq))
+    ga, _ = _ozaki1_rounding(sa, s)  # 1/12 per entry with bits below the grid, for random bits
+    gb, _ = _ozaki1_rounding(sb, s)
+    var = 16 * _in_phase(np.sum(wa * ga) * np.sum(sb.sq), np.sum(wb * gb) * np.sum(sa.sq))
     for fa, fb in _dropped_shares(sa, sb, s):
         var += (16 / 9) * sa.k * np.sum(wa * fa) * np.sum(wb * fb)
     return _relative(var * 2.0**(-16 * s), cnorm)
@@ -258,14 +293,33 @@ def _relative(var, cnorm):
 
 
 def _ozaki1_componentwise(sa, sb, s, terms):
-    var = (4 / 3) * (terms.ra + terms.rb)
+    _, ga = _ozaki1_rounding(sa, s)
+    _, gb = _ozaki1_rounding(sb, s)
+    var = 16 * _in_phase(ga[:, None] * terms.ra, gb[None, :] * terms.rb)
     for fa, fb in _dropped_shares(sa, sb, s):
         var += (16 / 9) * sa.k * np.outer(fa, fb)
     return _worst_ratio(var * 2.0**(-16 * s), terms.den)
 
 
-# Ozaki-II, N moduli. Rounding x * 2**mu to an integer leaves an error uniform in +-1/2: variance
-# 4**-mu / 12 in the units of A, for every entry that is not already an integer after scaling.
+# Ozaki-II, N moduli. Rounding x * 2**mu to an integer leaves an error of mean square g 4**-mu in
+# the units of A, g measured per row (1/12 for random bits below the integers, 0 for entries that
+# are integers after scaling, 1/4 for ties).
+
+
+def _in_phase(var_a, var_b):
+    """The variance of ``dA B + A dB`` from those of its two terms, as if they added in phase:
+    ``(sqrt(var_a) + sqrt(var_b))**2``, up to twice their sum.
+
+    Why not ``var_a + var_b`` (independent terms): inputs on a grid finer than the scheme's
+    round with errors that follow the entries. With every scaled entry an odd multiple of 1/2 and
+    ties to even at a fixed parity, A is rounded toward zero (dA = -A / 2|A|) and a positive B
+    down: both ``dA B`` and ``A dB`` are then multiples of the same row sums of A, and add in
+    phase. ``test_ozaki_auto`` builds such inputs at the choosers' decision boundary: with 1/12 per
+    rounded entry and the independent sum, the chosen count missed its target by up to 1.9 times
+    (moduli, normwise; slices 1.2); with the ties measured (``rounding_msq``) but the independent
+    sum still by 1.07 times. The price on inputs whose errors are independent: predictions up to
+    sqrt(2) too high, a modulus more than needed in about one case in six."""
+    return (np.sqrt(var_a) + np.sqrt(var_b)) ** 2
 
 
 def _ozaki2_shifts(sa, sb, n, bound):
@@ -282,13 +336,12 @@ def _ozaki2_normwise(sa, sb, n, bound, cnorm):
     if shifts is None:
         return math.inf
     mu, nu = shifts
-    inexact_a = np.mean(sa.nonzero & (sa.exponents + mu[:, None] < 53), axis=1) if sa.k else np.zeros(sa.rows)
-    inexact_b = np.mean(sb.nonzero & (sb.exponents + nu[:, None] < 53), axis=1) if sa.k else np.zeros(sb.rows)
+    ga, _ = sa.rounding_msq(np.ldexp(sa.x, mu[:, None]))  # 1/12 per inexact entry, for random bits
+    gb, _ = sb.rounding_msq(np.ldexp(sb.x, nu[:, None]))
     # the grid of the scaled operands: 2**-(mu + shift)
     wa = np.where(sa.nonzero_rows, np.ldexp(1.0, -2 * (mu + sa.shift)), 0.0)
     wb = np.where(sb.nonzero_rows, np.ldexp(1.0, -2 * (nu + sb.shift)), 0.0)
-    var = (np.sum(wa * inexact_a) * np.sum(sb.sq) + np.sum(wb * inexact_b) * np.sum(sa.sq)) / 12
-    return _relative(var, cnorm)
+    return _relative(_in_phase(np.sum(wa * ga) * np.sum(sb.sq), np.sum(wb * gb) * np.sum(sa.sq)), cnorm)
 
 
 def _ozaki2_componentwise(sa, sb, n, bound, terms):
@@ -299,8 +352,10 @@ def _ozaki2_componentwise(sa, sb, n, bound, terms):
     # in units of each row's top: the grid is 2**-(mu + top)
     wa = np.where(sa.nonzero_rows, np.ldexp(1.0, -2 * (mu + sa.top)), 0.0)
     wb = np.where(sb.nonzero_rows, np.ldexp(1.0, -2 * (nu + sb.top)), 0.0)
-    var = (wa[:, None] * terms.ra + wb[None, :] * terms.rb) / 12
-    return _worst_ratio(var, terms.den)
+    _, ga = sa.rounding_msq(np.ldexp(sa.x, mu[:, None]))
+    _, gb = sb.rounding_msq(np.ldexp(sb.x, nu[:, None]))
+    ga, gb = np.maximum(ga, 1 / 12), np.maximum(gb, 1 / 12)  # every nonzero entry counts as rounded
+    return _worst_ratio(_in_phase((wa * ga)[:, None] * terms.ra, (wb * gb)[None, :] * terms.rb), terms.den)
 
 
 def _worst_ratio(var, den):
@@ -463,3 +518,46 @@ def _choice(scheme, preds, target, measure, gemms, sa, sb):
     spread = tuple(float(spread_bits(op.x, 1).max()) if op.rows else 0.0 for op in (sa, sb))
     return Choice(scheme=scheme, count=count, measure=measure, target=target, predicted=preds[count],
                   meets=preds[count] * SAFETY <= target, gemms=gemms(count), spread=spread, predictions=preds)
+
+
+SCHEMES = ("ozaki1", "ozaki2")
+
+
+def emulated_matmul(a, b, target: float | None = None, measure: str = "componentwise", scheme: str = "ozaki2",
+                    alpha: float = 1.0, beta: float = 0.0, c=None, bound: str = "norm"):
+    """``alpha * A @ B + beta * C`` with as many slices or moduli as ``target`` needs: ``(result, choice)``.
+
+    The count is chosen from the inputs (:func:`choose_slices` / :func:`choose_moduli`), then the
+    NumPy scheme runs with it. ``measure="componentwise"`` (the default here) asks that every
+    element be within ``target * (|A||B|)_ij`` of the exact product (default 64 u), which a
+    normwise target does not promise: with entries spread over many binades inside rows, 7 slices
+    give a normwise error of 4e-15 while single elements are off by 1e7 units of roundoff.
+    Raises when even the largest count is predicted to miss the target (Ozaki-I's 8 slices cannot
+    hold entries 2**60 apart), naming the prediction.
+
+    >>> rng = np.random.default_rng(0)
+    >>> a = rng.standard_normal((20, 100)) * np.exp2(rng.integers(-60, 61, (20, 100)))
+    >>> b = rng.standard_normal((100, 10))
+    >>> c, choice = emulated_matmul(a, b)
+    >>> choice.scheme, choice.count > 14, choice.meets
+    ('ozaki2', True, True)
+    """
+    if scheme not in SCHEMES:
+        raise KernelLabArgumentError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
+    if scheme == "ozaki1":
+        choice = choose_slices(a, b, target, measure)
+    else:
+        choice = choose_moduli(a, b, target, measure, bound)
+    if not choice.meets:
+        largest = f"{MAX_SLICES} slices" if scheme == "ozaki1" else f"{ozaki2.MAX_MODULI} moduli"
+        other = "Ozaki-II (scheme='ozaki2')" if scheme == "ozaki1" else "float64 GEMM"
+        raise KernelLabArgumentError(
+            f"{largest} are predicted to reach a {measure} error of {choice.predicted:.2g}, not {choice.target:.2g} "
+            f"(with the margin SAFETY = {SAFETY:g}); the rows and columns span {choice.spread[0]:.0f} and "
+            f"{choice.spread[1]:.0f} bits below their largest entries. Ask for less, use "
+            f"{other}, or ask for a normwise target")
+    if scheme == "ozaki1":
+        from .reference import emulated_matmul as run
+
+        return run(a, b, choice.count, alpha, beta, c), choice
+    return ozaki2.emulated_matmul(a, b, choice.count, alpha, beta, c, bound=bound), choice

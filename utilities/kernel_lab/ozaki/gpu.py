@@ -40,6 +40,7 @@ import numpy as np
 from numba import cuda  # after kernel_lab chose GPU or simulator (the package's __init__ runs first)
 
 from ..validate import KernelLabArgumentError
+from .nonfinite import patch_nonfinite
 from .slicing import MAX_SLICES, max_exact_k, scaled_bits
 
 ROW_THREADS = 128  # threads per row in row_exponents
@@ -591,7 +592,9 @@ class OzakiGemm:
     ``"partial"`` (a sum per diagonal, then reconstruction) or ``"fused"`` (one kernel). Inputs are
     CuPy (or any CUDA-array-interface) float64 matrices, C-contiguous; the result is a CuPy array.
     Work buffers are kept per shape, and each pipeline kernel compiles once per padded shape
-    (cuBLASDx's pipeline description holds the global shapes).
+    (cuBLASDx's pipeline description holds the global shapes). Rows of A and columns of B holding
+    Inf or NaN are sliced as zeros, then recomputed by cuBLAS's DGEMM (``nonfinite``): the result
+    has DGEMM's Inf and NaN.
     """
 
     def __init__(self, slices: int = 7, method: str = "fused", config: OzakiConfig | None = None,
@@ -738,9 +741,8 @@ class OzakiGemm:
         bad_a, bad_b = st["bad_a"], st["bad_b"]
         bad = int(bad_a.sum() + bad_b.sum())  # a sync: only a few bytes
         self.last_nonfinite = bad
-        if bad:
-            c[bad_a.astype(bool), :] = cp.nan
-            c[:, bad_b.astype(bool)] = cp.nan
+        if bad:  # the flagged lines were read as zeros: DGEMM's result over them (ozaki.nonfinite)
+            patch_nonfinite(c, a, b, bad_a, bad_b, alpha)
         return c
 
 

@@ -47,6 +47,7 @@ from ..validate import KernelLabArgumentError
 from . import ozaki2
 from .gpu import (PLANES, TILE, TILE_PADDED, OzakiConfig, _check_operands, compile_once, digit_buffers,
                   load_columns_tile, pair_products_kernel)
+from .nonfinite import patch_nonfinite
 from .slicing import max_exact_k
 
 ROW_THREADS = 128  # threads per row in row_exponents
@@ -479,6 +480,7 @@ class Ozaki2Gemm:
     thousand: ``ozaki2`` and ``auto.choose_moduli``); ``bound`` the scaling rule of ``ozaki2``.
     Work buffers are kept for one shape at a time; the pipeline compiles once per padded shape.
     K above the INT32 limit (131,071) runs as chunks, each its own emulated GEMM, added in float64.
+    Inf and NaN: as ``gpu.OzakiGemm`` (their rows and columns recomputed by DGEMM, ``nonfinite``).
 
     Steps, each callable on its own for timing: :meth:`prepare` (exponents and remainders),
     :meth:`products` (the N INT8 GEMMs), :meth:`reconstruct` (CRT, alpha, beta).
@@ -566,7 +568,6 @@ class Ozaki2Gemm:
         bad_a, bad_b = st["bad_a"], st["bad_b"]
         bad = int(bad_a.sum() + bad_b.sum())  # a sync: only a few bytes
         self.last_nonfinite = bad
-        if bad:
-            c[bad_a.astype(bool), :] = cp.nan
-            c[:, bad_b.astype(bool)] = cp.nan
+        if bad:  # the flagged lines were read as zeros: DGEMM's result over them (ozaki.nonfinite)
+            patch_nonfinite(c, a, b, bad_a, bad_b, alpha)
         return c

@@ -91,8 +91,10 @@ chunk as its own emulated GEMM and adds the float64 results, like ``gpu.OzakiGem
 
 Inf and NaN
 -----------
-As in ``reference.emulated_matmul``: rows of A and columns of B holding Inf or NaN are treated as
-zeros and their rows/columns of the result are NaN.
+As in ``reference.emulated_matmul``: Inf and NaN are read as zeros, and the rows of A and columns
+of B holding one are recomputed by a plain float64 product (``nonfinite``), so the result is
+float64 GEMM's (+-Inf where an infinity meets finite values, NaN where Inf * 0, Inf - Inf or a NaN
+occurs).
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..validate import KernelLabArgumentError
+from .nonfinite import finite_copies, nonfinite_lines, patch_nonfinite
 from .slicing import max_exact_k
 
 MAX_MODULI = 32
@@ -429,7 +432,7 @@ def emulated_matmul(a, b, moduli: int = 14, alpha: float = 1.0, beta: float = 0.
     ``bound`` picks the scaling rule (``"norm"``: Cauchy-Schwarz, default; ``"max"``). K longer than
     the INT32 limit (or than ``k_chunk``) is cut into chunks whose products are exact; their
     remainders add modulo each modulus. Beta 0: C is not read (it may hold NaN). Inf/NaN in a row of
-    A or a column of B: that row/column of the result is NaN.
+    A or a column of B: that row/column of the result is float64 GEMM's (``nonfinite``).
 
     >>> rng = np.random.default_rng(0)
     >>> a, b = rng.standard_normal((50, 300)), rng.standard_normal((300, 40))
@@ -446,16 +449,13 @@ def emulated_matmul(a, b, moduli: int = 14, alpha: float = 1.0, beta: float = 0.
     if c is None and beta != 0:
         raise KernelLabArgumentError("beta is not 0 but no C was given")
     plan = crt_plan(n)
-    bad_rows = ~np.isfinite(a).all(axis=1)
-    bad_cols = ~np.isfinite(b).all(axis=0)
-    if bad_rows.any() or bad_cols.any():
-        a = np.where(np.isfinite(a), a, 0.0)
-        b = np.where(np.isfinite(b), b, 0.0)
+    bad_rows, bad_cols = nonfinite_lines(a, b)
+    a0, b0 = finite_copies(a, b)
     m, k = a.shape
-    mu = scale_exponents(a, n, 1, bound)
-    nu = scale_exponents(b, n, 0, bound)
-    ra = residues(to_integers(a, mu, 1), plan)
-    rb = residues(to_integers(b, nu, 0), plan)
+    mu = scale_exponents(a0, n, 1, bound)
+    nu = scale_exponents(b0, n, 0, bound)
+    ra = residues(to_integers(a0, mu, 1), plan)
+    rb = residues(to_integers(b0, nu, 0), plan)
     limit = max_exact_k(1)
     k_chunk = limit if k_chunk is None else max(1, min(int(k_chunk), limit))
     acc = np.zeros((n, m, b.shape[1]), dtype=np.int64)
@@ -468,6 +468,6 @@ def emulated_matmul(a, b, moduli: int = 14, alpha: float = 1.0, beta: float = 0.
     else:
         out = alpha * x + beta * np.asarray(c, np.float64)
     out = np.array(out, dtype=np.float64)
-    out[bad_rows, :] = np.nan
-    out[:, bad_cols] = np.nan
+    if bad_rows.any() or bad_cols.any():
+        patch_nonfinite(out, a, b, bad_rows, bad_cols, alpha)
     return out

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..validate import KernelLabArgumentError
+from .nonfinite import finite_copies, nonfinite_lines, patch_nonfinite
 from .slicing import max_exact_k, split
 
 U64 = 2.0**-53  # unit roundoff of float64
@@ -115,32 +116,32 @@ def emulated_matmul(a, b, slices: int = 7, alpha: float = 1.0, beta: float = 0.0
     K longer than :func:`slicing.max_exact_k` for ``slices`` terms is cut into chunks whose INT32
     diagonal sums are exact; the chunks' float64 results add up (beta applies to the first only).
 
-    Inf and NaN have no exponent a slice can carry: rows of A and columns of B that hold one are
-    sliced as zeros and their rows/columns of the result are NaN (float64 GEMM would give Inf in
-    some of those places and NaN in others).
+    Beta 0: C is not read (it may hold NaN), also when K = 0.
+
+    Inf and NaN have no exponent a slice can carry: they are sliced as zeros, and the rows of A and
+    columns of B that hold one are then recomputed by a plain float64 product, so the result is
+    float64 GEMM's: +-Inf where an infinity meets finite values, NaN where Inf * 0, Inf - Inf or a
+    NaN occurs (``nonfinite``).
     """
     a, b, c = _require_operands(a, b, c)
     if c is None and beta != 0:
         raise KernelLabArgumentError("beta is not 0 but no C was given")
-    bad_rows = ~np.isfinite(a).all(axis=1)
-    bad_cols = ~np.isfinite(b).all(axis=0)
-    if bad_rows.any() or bad_cols.any():
-        a = np.where(np.isfinite(a), a, 0.0)
-        b = np.where(np.isfinite(b), b, 0.0)
-    da, ea = split(a, slices, axis=1)
-    db, eb = split(b, slices, axis=0)
+    bad_rows, bad_cols = nonfinite_lines(a, b)
+    a0, b0 = finite_copies(a, b)
+    da, ea = split(a0, slices, axis=1)
+    db, eb = split(b0, slices, axis=0)
     k = a.shape[1]
     limit = max_exact_k(slices)
     k_chunk = limit if k_chunk is None else min(int(k_chunk), limit)
     out = None if c is None else np.asarray(c, np.float64)
-    if k == 0:
-        out = np.zeros((a.shape[0], b.shape[1])) if c is None else beta * out
+    if k == 0:  # no products: C = beta * C, and with beta = 0 C is not read (it may hold NaN)
+        out = beta * out if beta != 0 else np.zeros((a.shape[0], b.shape[1]))
     for k0 in range(0, k, k_chunk):
         diags = diagonal_sums(da[:, :, k0:k0 + k_chunk], db[:, k0:k0 + k_chunk, :])
         out = reconstruct(diags, ea, eb, alpha, beta if k0 == 0 else 1.0, out)
     out = np.array(out, dtype=np.float64)
-    out[bad_rows, :] = np.nan
-    out[:, bad_cols] = np.nan
+    if bad_rows.any() or bad_cols.any():
+        patch_nonfinite(out, a, b, bad_rows, bad_cols, alpha)
     return out
 
 

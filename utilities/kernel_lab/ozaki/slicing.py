@@ -84,7 +84,7 @@ def _require_finite_matrix(x, name: str) -> np.ndarray:
     if not np.isfinite(x).all():
         raise KernelLabArgumentError(
             f"{name} holds Inf or NaN, which have no exponent a slice can carry; emulated_matmul handles "
-            "them (their rows/columns of the result are NaN), split does not")
+            "them (it slices them as zeros and recomputes their rows/columns in float64), split does not")
     return x
 
 
