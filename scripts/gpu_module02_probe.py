@@ -4,12 +4,12 @@
     PYTHONPATH=utilities python scripts/gpu_module02_probe.py            # on a GPU (a few minutes)
     PYTHONPATH=utilities python scripts/gpu_module02_probe.py --sim      # in the simulator, tiny sizes
 
-1. checks: every reduction, scan and GEMM kernel of the package (kernel_lab.scans, kernel_lab.sgemm)
+1. checks: every reduction, scan and GEMM kernel of the package (kernel_lab.reductions_gemm: scans, sgemm)
    through module 02's checks, on the checks' adversarial sizes;
 2. reductions and scans at 2^26 float32 elements: fraction of the copy roofline, beside CuPy
    (abs().max(), argmax, sum, cumsum); the error of float32, float64 and Kahan sums;
 3. the SGEMM progression at 4096^3 and 8192^3 with the ratio of each kernel to cuBLAS SGEMM,
-   registers and spills per kernel (``kernel_lab.bench_sgemm``), and the autotuned kernel;
+   registers and spills per kernel (``kernel_lab.reductions_gemm.bench``), and the autotuned kernel;
 4. DGEMM on CUDA cores at 4096^3 beside cuBLAS DGEMM (FP64 tensor cores on Hopper), and this GPU's
    FP32 and FP64 FMA rates measured by a small kernel.
 Everything is printed; with $OUT set, also written to $OUT/module02_probe.json.
@@ -39,7 +39,7 @@ def section(title):
 def run_checks(sim: bool):
     from numba import cuda
 
-    from kernel_lab import scans, sgemm
+    from kernel_lab.reductions_gemm import scans, sgemm
     from kernel_lab.checks import reductions_gemm as checks
 
     t = scans.THREADS
@@ -73,7 +73,7 @@ def memory_bound(results: dict):
     """Reductions and scans at 2^26 elements against the copy roofline, beside CuPy."""
     from numba import cuda
 
-    from kernel_lab import scans
+    from kernel_lab.reductions_gemm import scans
     from kernel_lab.checks.reductions_gemm import sum_errors
 
     n = 1 << 26
@@ -134,9 +134,9 @@ def memory_bound(results: dict):
 def dgemm(results: dict, size=4096):
     from numba import cuda
 
-    from kernel_lab import sgemm
+    from kernel_lab.reductions_gemm import sgemm
     from kernel_lab.bench import time_ms
-    from kernel_lab.bench_sgemm import fma_peak_tflops, kernel_resources
+    from kernel_lab.reductions_gemm.bench import fma_peak_tflops, kernel_resources
 
     f32 = fma_peak_tflops(np.float32)
     f64 = fma_peak_tflops(np.float64)
@@ -187,7 +187,7 @@ def main(argv=None) -> int:
         run_checks(env.simulator)
     if env.simulator:
         section("SGEMM progression in the simulator (correctness only)")
-        from kernel_lab.bench_sgemm import simulator_progression
+        from kernel_lab.reductions_gemm.bench import simulator_progression
 
         simulator_progression()
         print(f"\nsimulator probe done in {time.time() - start:.0f} s")
@@ -197,7 +197,7 @@ def main(argv=None) -> int:
     section("reductions and scans, 2^26 float32 elements")
     memory_bound(results)
     section("SGEMM progression")
-    from kernel_lab.bench_sgemm import progression, table
+    from kernel_lab.reductions_gemm.bench import progression, table
 
     rows = progression(args.sizes, log=lambda s: print(s, flush=True))
     results["sgemm"] = rows

@@ -157,7 +157,7 @@ def layernorm(results, torch):
 def epilogue_costs(results, size=4096):
     from numba import cuda
 
-    from kernel_lab import sgemm
+    from kernel_lab.reductions_gemm import sgemm
     from kernel_lab.fusion import epilogues as ep
 
     rng = np.random.default_rng(0)

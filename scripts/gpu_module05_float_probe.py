@@ -114,7 +114,7 @@ def dequantize_checks(n=100_003 if not kl.on_simulator() else 1001):
 def timings(results: dict, n: int):
     from numba import cuda
 
-    from kernel_lab import scans
+    from kernel_lab.reductions_gemm import scans
     from kernel_lab.quant import float_kernels as fk
     from kernel_lab.quant import fp8
     from kernel_lab.quant import microscaling as mx

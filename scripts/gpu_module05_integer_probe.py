@@ -38,7 +38,7 @@ def section(title):
 
 def run_checks(sim: bool, results: dict):
     from kernel_lab.checks import quantization as checks
-    from kernel_lab import scans
+    from kernel_lab.reductions_gemm import scans
     from kernel_lab.quant import int8 as I8
     from kernel_lab.quant import ternary
     from kernel_lab.quant import int8_gemm
@@ -106,7 +106,7 @@ def _line(m, extra=""):
 def memory_bound(sim: bool, results: dict):
     from numba import cuda
 
-    from kernel_lab import scans
+    from kernel_lab.reductions_gemm import scans
     from kernel_lab.quant import int8 as I8
     from kernel_lab.quant import ternary
 
@@ -206,7 +206,7 @@ def memory_bound(sim: bool, results: dict):
 def gemms(sim: bool, results: dict):
     from numba import cuda
 
-    from kernel_lab import sgemm
+    from kernel_lab.reductions_gemm import sgemm
     from kernel_lab.quant import integer as ref
     from kernel_lab.quant import ternary
     from kernel_lab.quant import int8_gemm

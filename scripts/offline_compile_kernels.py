@@ -228,7 +228,7 @@ def _short(argtypes):
 
 
 def drive_02(dev):
-    from kernel_lab import scans, sgemm
+    from kernel_lab.reductions_gemm import scans, sgemm
 
     f32 = lambda *s: dev(s, np.float32)
     x = f32(1000)

@@ -152,13 +152,13 @@ def test_your_best_under_the_simulator_and_bad_arguments():
 
 @pytest.mark.skipif(not kl.on_simulator(), reason="the gate speaks where the GPU is missing")
 def test_a_gpu_command_without_a_gpu_says_so_in_one_line(capsys):
-    from kernel_lab import bench_ozaki
+    from kernel_lab.ozaki import bench as bench_ozaki
 
     with pytest.raises(SystemExit) as stop:
         bench_ozaki.main([])
     assert stop.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("python -m kernel_lab.bench_ozaki: cannot run here: it needs a real GPU") and "\n" not in err
+    assert err.startswith("python -m kernel_lab.ozaki.bench: cannot run here: it needs a real GPU") and "\n" not in err
 
 
 @pytest.mark.skipif(not kl.on_simulator(), reason="the gate speaks where the GPU is missing")

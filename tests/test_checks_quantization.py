@@ -21,7 +21,7 @@ from numba import cuda  # noqa: E402
 from kernel_lab import CheckFailed  # noqa: E402
 from kernel_lab.checks import quantization as checks  # noqa: E402
 from kernel_lab.device import dp4a as dp4a_mod  # noqa: E402
-from kernel_lab import scans  # noqa: E402
+from kernel_lab.reductions_gemm import scans  # noqa: E402
 from kernel_lab.quant import integer as ref  # noqa: E402
 from kernel_lab.quant import int8 as I8  # noqa: E402
 from kernel_lab.quant import ternary  # noqa: E402

@@ -1,7 +1,7 @@
 """Module 02's checks: each classic mistake, fed to its check, gets its message; right kernels pass.
 
-Runs under the simulator (no GPU needed); the package's own kernels (kernel_lab.scans,
-kernel_lab.sgemm) are the right answers.
+Runs under the simulator (no GPU needed); the package's own kernels (kernel_lab.reductions_gemm:
+scans, sgemm) are the right answers.
 """
 
 import numpy as np
@@ -14,7 +14,8 @@ pytestmark = pytest.mark.skipif(not kl.on_simulator(), reason="wrong kernels are
 kl.setup(quiet=True)
 from numba import cuda, float32, int32, int64, uint32, uint64  # noqa: E402
 
-from kernel_lab import CheckFailed, scans, sgemm  # noqa: E402
+from kernel_lab import CheckFailed  # noqa: E402
+from kernel_lab.reductions_gemm import scans, sgemm  # noqa: E402
 from kernel_lab.checks import reductions_gemm as checks  # noqa: E402
 
 SMALL = [("block-1", 63), ("block+1", 65), ("3 blocks+7", 199)]

@@ -25,7 +25,7 @@ from kernel_lab import CheckFailed  # noqa: E402
 from kernel_lab.checks import quantization as checks  # noqa: E402
 from kernel_lab.quant import ternary  # noqa: E402
 from kernel_lab.quant import warp as qwarp  # noqa: E402
-from kernel_lab.scans import THREADS, persistent_blocks, zero_first  # noqa: E402
+from kernel_lab.reductions_gemm.scans import THREADS, persistent_blocks, zero_first  # noqa: E402
 
 GEMM = [("1 x 8 x 1100", (1, 8, 1100)), ("6 x 3 x 137", (6, 3, 137))]
 

@@ -39,7 +39,7 @@ def _sass(lines):
 
 
 def test_main_loop_mix_counts_the_inner_loop_once_per_trip():
-    from kernel_lab.bench_sgemm import main_loop_mix
+    from kernel_lab.reductions_gemm.bench import main_loop_mix
 
     # prologue; outer loop [1, 9] holding an inner loop [2, 5] (3 FFMA + 1 LDS + branch) run twice
     # per tile; then a longer edge-path loop that must not be taken for the main loop
@@ -59,7 +59,7 @@ def test_main_loop_mix_counts_the_inner_loop_once_per_trip():
 
 def test_main_loop_mix_reads_nvdisasm_labels():
     """Numba's inspect_sass (nvdisasm) names branch targets by label, not address."""
-    from kernel_lab.bench_sgemm import main_loop_mix
+    from kernel_lab.reductions_gemm.bench import main_loop_mix
 
     text = "\n".join([
         "        /*0000*/                   MOV R1, R2 ;",

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 import kernel_lab as kl
-from kernel_lab import bench_ozaki
+from kernel_lab.ozaki import bench as bench_ozaki
 from kernel_lab.ozaki import gpu as g
+from kernel_lab.ozaki import gpu_ozaki2 as g2
 from kernel_lab.ozaki import reference as ref
 from kernel_lab.ozaki import slicing
 from kernel_lab.validate import KernelLabArgumentError
@@ -111,6 +112,42 @@ def test_bench_table_formats_every_row():
 def test_bench_refuses_without_a_gpu_and_says_why():
     with pytest.raises(KernelLabArgumentError, match="cannot run here: .*simulator"):
         bench_ozaki.measure(sizes=(8,))
+
+
+def test_both_launchers_keep_one_shapes_work_buffers(monkeypatch):
+    """OzakiGemm and Ozaki2Gemm get their buffers from gpu.work_buffers: the shared ones and each
+    scheme's own, the same buffers again for the same shape, one shape held at a time. NumPy stands
+    in for CuPy, and the digit planes for digit_buffers (its pipeline needs nvmath)."""
+    import sys
+    import types
+
+    fake_cp = types.SimpleNamespace(empty=np.empty, zeros=np.zeros, asarray=np.asarray, arange=np.arange,
+                                    int8=np.int8, int32=np.int32, float64=np.float64)
+    monkeypatch.setitem(sys.modules, "cupy", fake_cp)
+
+    def planes_only(config, m, n, k, planes=g.PLANES):
+        mp, np_, kp = config.padded(m, n, k)
+        return {"padded": (mp, np_, kp), "da": np.zeros((planes, mp, kp), np.int8),
+                "db": np.zeros((planes, np_, kp), np.int8), "pipe": None}
+
+    monkeypatch.setattr(g, "digit_buffers", planes_only)
+    shared = {"padded", "da", "db", "pipe", "ea", "eb", "bad_a", "bad_b"}
+    own = {"fused": {"amax_b"}, "partial": {"amax_b", "parts"}, "unfused": {"amax_b", "parts", "pair_t", "pair_u"}}
+    launchers = [(g.OzakiGemm(5, method), own[method], g.PLANES, 5 if method == "partial" else None)
+                 for method in g.METHODS]  # partial: one product per diagonal, 5 slices
+    launchers.append((g2.Ozaki2Gemm(18), {"q", "ra", "rb", "pmax", "psum", "parts", "pair"}, 18, 18))
+    for gemm, keys, planes, products in launchers:
+        st = gemm._state(70, 90, 300)
+        assert set(st) == shared | keys, type(gemm).__name__
+        assert st["da"].shape[0] == planes and st["ea"].shape == (70,) and st["bad_b"].shape == (90,)
+        if products:
+            assert st["parts"].shape == (products, 70, 90)
+        assert gemm._state(70, 90, 300) is st  # the same shape: the same buffers, nothing made again
+        other = gemm._state(40, 30, 1000)
+        assert other is not st and list(gemm._shape_state) == [(40, 30, 1000)]  # one shape at a time
+        assert gemm._state(70, 90, 300) is not st  # the first shape's buffers were let go
+    ozaki2_st = launchers[-1][0]._state(8, 8, 8)
+    assert ozaki2_st["ra"].base is ozaki2_st["da"] and ozaki2_st["ra"].shape[0] == 18  # planes of da, not copies
 
 
 def test_kernel_factories_return_one_kernel_per_configuration():

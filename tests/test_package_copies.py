@@ -36,15 +36,15 @@ PACKAGE = ROOT / "utilities" / "kernel_lab"
 # ("kl.float_bits") stands for an attribute access in the notebook; a value that is not a name ("32")
 # is a literal that the notebook's name, only ever read there, stands for.
 RENAMES: dict[tuple[str, str], dict[str, str]] = {
-    # 02.2 imports the bit casts as kl.*; the package's scans module imports them by name.
+    # 02.2 imports the bit casts as kl.*; the package's reductions_gemm.scans imports them by name.
     ("02.2-device-wide-scan.ipynb", "pack_status"): {"kl.float_bits": "float_bits"},
     ("02.2-device-wide-scan.ipynb", "unpack_status"): {"kl.bits_float": "bits_float"},
     # 02.2 builds the scan for two look-backs (make_single_pass(look_back, lookback_threads)); the
     # package keeps the one the notebook ends with, the warp look-back: make_single_pass(look_back_warp, 32).
     ("02.2-device-wide-scan.ipynb", "scan_single_pass"): {"look_back": "look_back_warp", "lookback_threads": "32"},
-    # 02.3 calls the package's helpers through its module (ref = kernel_lab.sgemm); the package calls
-    # them by name. The warp-tiled parts are one factory for every GemmTiles, whose constants the
-    # package prefixes with X (XWM, XBK: sgemm.py's module-level BK and TM are kernels 5 and 6's).
+    # 02.3 calls the package's helpers through its module (ref = kernel_lab.reductions_gemm.sgemm); the
+    # package calls them by name. The warp-tiled parts are one factory for every GemmTiles, whose constants
+    # the package prefixes with X (XWM, XBK: sgemm.py's module-level BK and TM are kernels 5 and 6's).
     ("02.3-sgemm-progression.ipynb", "sgemm_vectorized"): {"ref.load_tiles_vec": "load_tiles_vec",
                                                            "ref.store_block": "store_block"},
     ("02.3-sgemm-progression.ipynb", "lane_map"): {"WM": "XWM", "WN": "XWN"},
@@ -58,7 +58,7 @@ NOT_COPIES: dict[tuple[str, str], str] = {
     ("05-occupancy.ipynb", "fma_chains"): (
         "01.5's latency experiment: `chains` dependent-FMA chains per element of x, built per chain count and "
         "register cap by make_fma_chains; the package's fma_chains is 02.4's FMA-rate probe (eight chains, "
-        "float32 or float64, no input), which bench_sgemm times and 02.4's copy test holds. Chains of FMAs are "
+        "float32 or float64, no input), which reductions_gemm.bench times and 02.4's copy test holds. Chains of FMAs are "
         "what both kernels are, and 01.5 prints the name in its reports and readings"),
     ("04-warp-primitives.ipynb", "warp_sum"): (
         "01.4's first shuffle reduction: shfl_down_sync, the sum valid in lane 0 only (its check probes how "

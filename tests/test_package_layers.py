@@ -11,7 +11,7 @@ that sits lower than the rest of it), and each part to a layer. Two rules:
 - a circle between parts fails, and so does a circle between modules, each named by its edges
   (the simulator's own modules are left out of the second: issue 40 asks for no circle outside it).
 
-Parts of one layer may import each other (module 02's ``scans`` and ``sgemm``; the core modules).
+Parts of one layer may import each other (the core modules; a module's old top-level name and its home).
 Not modelled: importing ``a.b.c`` runs ``a/__init__`` and ``a/b/__init__`` first. That is Python's
 doing, not a dependency a module chose, so it is not an edge here; a subpackage's ``__init__`` keeps
 its own imports light (tests/test_package_copies.py and the notebooks import the files directly).
@@ -47,7 +47,9 @@ LAYERS: list[tuple[str, list[str]]] = [
     # package's __init__, which gathers them.
     ("core", ["kernel_lab", "progress", "sizes", "check", "bench", "plots", "tuner"]),
     # One layer per course module, in course order: a later module may build on an earlier one.
-    ("module 02", ["scans", "sgemm"]),
+    # The top-level scans and sgemm are module 02's old names (the same module objects), kept while
+    # notebooks of modules 02, 03 and 05 import them; their home is reductions_gemm.
+    ("module 02", ["reductions_gemm", "scans", "sgemm"]),
     ("module 03", ["fusion"]),
     ("module 04", ["attention"]),
     ("module 05", ["quant"]),
@@ -55,8 +57,10 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("module 07", ["ozaki"]),
     # Ready-made checks of the learners' kernels: they compare with the package's kernels.
     ("checks", ["checks"]),
-    # Commands and pages over everything: the benchmarks, warming every module's compile caches,
-    # the course generator and its reports, the command line.
+    # Commands and pages over everything: warming every module's compile caches, the course generator
+    # and its reports, the command line. A module's own benchmark lives in its subpackage
+    # (reductions_gemm.bench, ozaki.bench); bench_sgemm and bench_ozaki are their old names, kept for
+    # the command lines that notebooks 02.3, 07.5 and 07.6 print.
     ("tools", ["bench_sgemm", "bench_ozaki", "tensor_cores.warm", "readings", "benchmarks_page",
                "mistakes_page", "exercises", "colab", "hint_leaks", "study_time", "store_outputs", "cli"]),
 ]
@@ -249,7 +253,11 @@ def test_old_names_are_the_same_modules():
     import kernel_lab  # noqa: F401  (GPU or simulator before numba.cuda)
 
     for old, new in [("kernel_lab.quant.dp4a", "kernel_lab.device.dp4a"),
-                     ("kernel_lab.tensor_cores.tuner", "kernel_lab.tuner")]:
+                     ("kernel_lab.tensor_cores.tuner", "kernel_lab.tuner"),
+                     ("kernel_lab.scans", "kernel_lab.reductions_gemm.scans"),
+                     ("kernel_lab.sgemm", "kernel_lab.reductions_gemm.sgemm"),
+                     ("kernel_lab.bench_sgemm", "kernel_lab.reductions_gemm.bench"),
+                     ("kernel_lab.bench_ozaki", "kernel_lab.ozaki.bench")]:
         assert importlib.import_module(old) is importlib.import_module(new), (old, new)
 
 

@@ -47,7 +47,7 @@ from numba import cuda  # noqa: E402
 
 from kernel_lab.checks import fusion as checks  # noqa: E402
 from kernel_lab.fusion import conv  # noqa: E402
-from kernel_lab.sgemm import GemmTiles  # noqa: E402
+from kernel_lab.reductions_gemm.sgemm import GemmTiles  # noqa: E402
 
 torch = None
 if not args.sim:

@@ -13,7 +13,7 @@ import kernel_lab as kl
 kl.setup(requires=[], quiet=True)
 from numba import cuda  # noqa: E402
 
-from kernel_lab import sgemm as ref  # noqa: E402
+from kernel_lab.reductions_gemm import sgemm as ref  # noqa: E402
 
 F64 = dict(double_buffer=True, precision="float64")
 CANDIDATES = [

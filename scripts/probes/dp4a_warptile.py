@@ -33,7 +33,7 @@ if env.simulator != args.sim:
     sys.exit("run with --sim under the simulator, without it on a GPU")
 from numba import cuda  # noqa: E402
 
-from kernel_lab import sgemm  # noqa: E402
+from kernel_lab.reductions_gemm import sgemm  # noqa: E402
 from kernel_lab.checks import quantization as checks  # noqa: E402
 from kernel_lab.quant import integer as qint  # noqa: E402
 from kernel_lab.quant import int8_gemm  # noqa: E402

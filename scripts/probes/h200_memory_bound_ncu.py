@@ -58,7 +58,7 @@ def cases():
     from kernel_lab.fusion import layernorm as ln
     from kernel_lab.quant import float_kernels as fk
     from kernel_lab.quant import int4
-    from kernel_lab import scans
+    from kernel_lab.reductions_gemm import scans
 
     rng = np.random.default_rng(0)
     out = []

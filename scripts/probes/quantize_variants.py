@@ -55,8 +55,8 @@ every index is tested for wrap-around) 73.3%.
 
 The winners are now the package's kernels and this probe runs those, not copies: q8 ``tile4`` and
 ``tile4 fadd`` are ``I8.int8_quantize_x4`` and ``I8.int8_quantize_x4_fadd``, dq8 ``tile4`` is
-``I8.int8_dequantize_x4``, amax's ``absmax x4`` is ``kernel_lab.scans.absmax_x4`` (launched by
-``absmax_vectorized``), q4 ``2d g1 int`` is ``int4_quantize_rows_x4`` and dq4 ``h4 tile4`` is
+``I8.int8_dequantize_x4``, amax's ``absmax x4`` is ``kernel_lab.reductions_gemm.scans.absmax_x4``
+(launched by ``absmax_vectorized``), q4 ``2d g1 int`` is ``int4_quantize_rows_x4`` and dq4 ``h4 tile4`` is
 ``I4.int4_dequantize_tile4``; the other rows are the experiments that lost or are still open.
 """
 
@@ -80,8 +80,8 @@ from kernel_lab.quant import warp as qwarp  # noqa: E402
 
 from kernel_lab.quant import int4 as I4  # noqa: E402
 from kernel_lab.quant.integer import INT4_GROUP  # noqa: E402
-from kernel_lab.scans import (THREADS, absmax_grid_stride, absmax_persistent, absmax_vectorized,  # noqa: E402
-                              absmax_x4, persistent_blocks)
+from kernel_lab.reductions_gemm.scans import (THREADS, absmax_grid_stride, absmax_persistent,  # noqa: E402
+                                              absmax_vectorized, absmax_x4, persistent_blocks)
 from kernel_lab.bitcast import float_bits  # noqa: E402
 from kernel_lab.vector_loads import load4, store4  # noqa: E402
 

@@ -6,7 +6,7 @@
 Variants of the look-back run by one thread (the notebook's), each five times:
   A: flag by cuda.ldcv, fence, value by cuda.ldcg            (the notebook's solution)
   B: flag and value by atomics (atomic.add of 0): no cache-hint loads at all
-  C: the package's warp look-back (kernel_lab.scans.scan_single_pass_launch)
+  C: the package's warp look-back (kernel_lab.reductions_gemm.scans.scan_single_pass_launch)
 For A and B, thread 0 of each tile records what it saw (first flag, polls, the value read, the
 exclusive prefix) so that the first wrong tile can be explained.
 """
@@ -21,9 +21,9 @@ import numpy as np  # noqa: E402
 import kernel_lab as kl  # noqa: E402
 from numba import cuda, float32, int32  # noqa: E402
 
-from kernel_lab import scans  # noqa: E402
-from kernel_lab.scans import (ITEMS, THREADS, TILE, TOTALS, block_exclusive_scan, load_items, scan_items,  # noqa: E402
-                              single_pass_scratch, store_items)
+from kernel_lab.reductions_gemm import scans  # noqa: E402
+from kernel_lab.reductions_gemm.scans import (ITEMS, THREADS, TILE, TOTALS, block_exclusive_scan,  # noqa: E402
+                                              load_items, scan_items, single_pass_scratch, store_items)
 
 NONE, AGG, PRE = 0, 1, 2
 

@@ -35,10 +35,10 @@ import kernel_lab as kl
 env = kl.setup(requires=["warp"])
 from numba import cuda, float32, int32, uint32, uint64  # noqa: E402
 
-from kernel_lab import scans  # noqa: E402
+from kernel_lab.reductions_gemm import scans  # noqa: E402
 from kernel_lab.acquire import load_acquire, load_relaxed  # noqa: E402
 from kernel_lab.bitcast import bits_float, float_bits  # noqa: E402
-from kernel_lab.scans import warp_inclusive_scan, window_sum  # noqa: E402
+from kernel_lab.reductions_gemm.scans import warp_inclusive_scan, window_sum  # noqa: E402
 from kernel_lab.vector_loads import load4, store4  # noqa: E402
 
 FULL = 0xFFFFFFFF

@@ -19,9 +19,9 @@ kl.setup(requires=["gpu", "cupy"])
 import cupy as cp  # noqa: E402
 from numba import cuda  # noqa: E402
 
-from kernel_lab import sgemm  # noqa: E402
+from kernel_lab.reductions_gemm import sgemm  # noqa: E402
 from kernel_lab.bench import time_ms  # noqa: E402
-from kernel_lab.bench_sgemm import sass_summary  # noqa: E402
+from kernel_lab.reductions_gemm.bench import sass_summary  # noqa: E402
 
 G = sgemm.GemmTiles
 CANDIDATES = {"k8 (128x128x16, 256 thr)": G(128, 128, 16, 64, 32, 4, 4, 256, True),

@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import kernel_lab  # noqa: E402,F401
 from numba import cuda  # noqa: E402
 
-from kernel_lab import sgemm  # noqa: E402
+from kernel_lab.reductions_gemm import sgemm  # noqa: E402
 
 n = 4096
 rng = np.random.default_rng(0)

@@ -16,8 +16,10 @@ Numba's CUDA simulator (no GPU found: simulator). The modules, one job each:
 - exercises: writes course/ (exercise notebooks) from solutions/
 - simulator: the simulator's missing pieces (warp operations, race detection, block schedules, ...)
 - checks: ready-made checks for the exercises, one module per course module
-- scans, sgemm: module 02's reference kernels (reductions, scans; the SGEMM progression, DGEMM);
-  bench_sgemm: the progression beside cuBLAS (``python -m kernel_lab.bench_sgemm``)
+- reductions_gemm: module 02's reference kernels (``scans``: reductions and scans; ``sgemm``: the SGEMM
+  progression, DGEMM) and the progression beside cuBLAS (``python -m kernel_lab.reductions_gemm.bench``);
+  the top-level ``scans``, ``sgemm``, ``bench_sgemm`` and ``bench_ozaki`` are old names of the moved
+  modules, the same module objects, kept while notebooks still name them
 - fusion: module 03's kernels (GEMM + bias + ReLU, 3x3 convolution variants, LayerNorm + GELU, the
   epilogue factory and row softmax), their references and sweeps
 - vector_loads: 16-byte loads and stores from Numba kernels (``load4``, ``store4``, ...)
@@ -25,7 +27,7 @@ Numba's CUDA simulator (no GPU found: simulator). The modules, one job each:
 - tensor_cores: module 06's cuBLASDx GEMMs, the library peers (``peers``), compiling without a GPU
   (``offline``), warming the compile caches for an image (``python -m kernel_lab.tensor_cores.warm``)
 - ozaki: module 07, FP64 GEMM from INT8 products (both Ozaki schemes in NumPy, and their GPU
-  kernels); bench_ozaki: every method beside cuBLAS DGEMM (``python -m kernel_lab.bench_ozaki``)
+  kernels); every method beside cuBLAS DGEMM (``python -m kernel_lab.ozaki.bench``)
 - progress: every passing check noted in a local file; cli: the ``kernel-lab`` command (progress,
   benchmarks, mistakes, exercises); colab: Colab badges and install; benchmarks_page, mistakes_page:
   BENCHMARKS.md and docs/mistakes.md, generated

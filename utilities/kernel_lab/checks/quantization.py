@@ -892,8 +892,9 @@ def _ternary_weights(rng, rows, cols, ties):
 
 def _sum_trip_floats():
     """Floats that one trip of a 16-byte grid-stride sum covers at the notebooks' persistent grid:
-    ``persistent_blocks`` blocks of ``THREADS`` threads (kernel_lab.scans), four 16-byte loads a thread."""
-    from ..scans import THREADS, persistent_blocks
+    ``persistent_blocks`` blocks of ``THREADS`` threads (kernel_lab.reductions_gemm.scans), four 16-byte
+    loads a thread."""
+    from ..reductions_gemm.scans import THREADS, persistent_blocks
 
     return 16 * THREADS * persistent_blocks(1 << 40)
 

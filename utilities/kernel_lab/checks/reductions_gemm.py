@@ -35,7 +35,7 @@ import numpy as np
 from .. import progress
 from ..check import UNIT_ROUNDOFF, CheckFailed, check_kernel, finishes_within, is_poison, poisoned_host
 from ..environment import on_simulator
-from ..scans import check_status_word  # noqa: F401  (lives beside the word it checks; 02.2 calls it here)
+from ..reductions_gemm.scans import check_status_word  # noqa: F401  (beside the word it checks; 02.2 calls it here)
 from ..sizes import adversarial_sizes
 from ..validate import KernelLabArgumentError, require_callable
 
@@ -89,7 +89,7 @@ def check_absmax(launch, *, name: str = "absmax", block: int = 256, sizes=None, 
         # Not in the printed list: 3.5 strides of a persistent grid (module 02's persistent_blocks), where
         # a grid-stride loop that reads four elements a trip meets the end exactly at its fourth load:
         # a fast-path bound of `i + 3 * stride <= n` then reads x[n].
-        from ..scans import persistent_blocks
+        from ..reductions_gemm.scans import persistent_blocks
 
         stride = persistent_blocks(1 << 40, block) * block
         cases.append(("3.5 strides of a persistent grid", 3 * stride + stride // 2))
@@ -356,7 +356,7 @@ def check_scan(launch, *, name: str = "scan", tile: int = 256, sizes=None, seed=
         # In the simulator "large" is small, but the three-kernel scan (no schedules) still gets more
         # tiles than a block has threads: its scan of the tile sums must carry a running total from
         # one chunk of tile sums to the next, and a GPU's large size always needs that.
-        from ..scans import THREADS as SCAN_THREADS
+        from ..reductions_gemm.scans import THREADS as SCAN_THREADS
 
         large_sim = 7 * tile + 1 if schedules else (2 * SCAN_THREADS + 3) * tile + 5  # three chunks
         sizes = [("1", 1), ("tile-1", tile - 1), ("tile+1", tile + 1), ("5 tiles+3", 5 * tile + 3),
@@ -695,14 +695,14 @@ def lane_probe(launch, tiles, *, name: str = "gemm") -> None:
 
 def tile_budget_reference(cfg) -> tuple[int, int]:
     """(32-bit registers for a thread's accumulators and one step's operands, bytes of shared memory)
-    of a :class:`kernel_lab.sgemm.GemmTiles`: 02.4's exercise 3."""
+    of a :class:`kernel_lab.reductions_gemm.sgemm.GemmTiles`: 02.4's exercise 3."""
     words = 2 if cfg.precision == "float64" else 1
     rm, rn = cfg.tm * cfg.wm_iter, cfg.tn * cfg.wn_iter
     return words * (rm * rn + rm + rn), (2 if cfg.double_buffer else 1) * cfg.bk * (cfg.bm + cfg.bn) * 4 * words
 
 
 def _budget_cases():
-    from ..sgemm import GemmTiles
+    from ..reductions_gemm.sgemm import GemmTiles
 
     return [GemmTiles(128, 128, 8, 64, 32, 4, 4, 256, True, "float64"),  # 02.3's tiles in float64
             GemmTiles(64, 64, 8, 32, 32, 4, 4, 128, True, "float64"),

@@ -1,7 +1,8 @@
 """Module 03: kernel fusion, measured. One small module per notebook:
 
 - ``gemm_bias_relu`` (03.1): ``relu(A @ B + bias)`` as three kernels and as one, module 02's
-  warp-tiled SGEMM with an epilogue (:func:`kernel_lab.sgemm.warptile_kernel`); bytes moved by each;
+  warp-tiled SGEMM with an epilogue (:func:`kernel_lab.reductions_gemm.sgemm.warptile_kernel`); bytes
+  moved by each;
 - ``conv`` (03.2): 3x3 convolution + bias + ReLU (NCHW, padding 1, float32), the direct kernel and
   one variant per idea (loop order, constant-memory bias, shared-memory weights, an input tile with
   its halo in shared memory, register blocking), the issue's shape sweep, cuDNN through PyTorch;

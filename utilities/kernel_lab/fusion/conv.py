@@ -24,10 +24,11 @@ same code, held to the notebook by tests/test_package_copies.py, for the probes 
 * :func:`make_register_blocked`: each thread computes COB output channels x PX adjacent pixels,
   reusing each loaded input COB times and each weight PX times;
 * :func:`igemm_launcher`: the convolution as an implicit GEMM on CUDA cores, ``y[b] = W' @ im2col(x[b])``
-  with im2col never stored: module 02's warp-tiled, double-buffered SGEMM (``kl.sgemm.warptile_parts``)
-  with a B loader that gathers x on the fly (:func:`make_gather_fast`: 03.2's last gather, an
-  unsigned index and the row tests hoisted) and a bias + ReLU epilogue; the weights reordered once
-  by :func:`prepare_weights`; :func:`igemm_auto_launcher` chooses the tiles by C_out.
+  with im2col never stored: module 02's warp-tiled, double-buffered SGEMM
+  (``reductions_gemm.sgemm.warptile_parts``) with a B loader that gathers x on the fly
+  (:func:`make_gather_fast`: 03.2's last gather, an unsigned index and the row tests hoisted) and a
+  bias + ReLU epilogue; the weights reordered once by :func:`prepare_weights`;
+  :func:`igemm_auto_launcher` chooses the tiles by C_out.
 """
 
 from __future__ import annotations
@@ -449,8 +450,8 @@ launch_register_blocked = register_blocked_launcher()
 # window offset are worked out once per tile, and each element costs one load.
 #
 # The GEMM parts (A = W' loads, shared-memory stages, the warp-tiled multiply-adds, double
-# buffering with two tiles per trip) are module 02's (kl.sgemm.warptile_parts); only the B loader
-# (03.2's gather: make_gather_fast, or the learner's, and stash_x) and the NCHW epilogue are new.
+# buffering with two tiles per trip) are module 02's (reductions_gemm.sgemm.warptile_parts); only the
+# B loader (03.2's gather: make_gather_fast, or the learner's, and stash_x) and the NCHW epilogue are new.
 
 _IGEMM_GPU = dict(bm=64, bn=128, bk=16, wm=64, wn=32, tm=8, tn=4, threads=128, max_registers=168)
 IGEMM_TILES = _sizes(gpu=dict(c=_IGEMM_GPU), sim=dict(c=dict(bm=32, bn=32, bk=8, wm=32, wn=16, tm=4, tn=4,
@@ -458,10 +459,11 @@ IGEMM_TILES = _sizes(gpu=dict(c=_IGEMM_GPU), sim=dict(c=dict(bm=32, bn=32, bk=8,
 
 
 def igemm_tiles(*, gpu=False, **kw):
-    """A double-buffered :class:`kernel_lab.sgemm.GemmTiles` for the implicit GEMM: bm tiles C_out,
-    bn tiles the pixels of one image, bk the (window position, channel) axis. ``gpu=True``: the GPU's
-    tiles wherever this runs (a check of the GPU's configuration in the simulator)."""
-    from ..sgemm import GemmTiles
+    """A double-buffered :class:`kernel_lab.reductions_gemm.sgemm.GemmTiles` for the implicit GEMM:
+    bm tiles C_out, bn tiles the pixels of one image, bk the (window position, channel) axis.
+    ``gpu=True``: the GPU's tiles wherever this runs (a check of the GPU's configuration in the
+    simulator)."""
+    from ..reductions_gemm.sgemm import GemmTiles
 
     return GemmTiles(**{**(_IGEMM_GPU if gpu else IGEMM_TILES), **kw, "double_buffer": True})
 
@@ -550,7 +552,7 @@ def igemm_kernel(cfg, gather=None):
     from module 02's parts. ``gather`` replaces the package's loader, ``make_gather_fast(cfg)`` (a
     device function with 03.2's ``gather_x`` signature, made for ``cfg``: its layout is
     :func:`gather_layout`'s)."""
-    from .. import sgemm
+    from ..reductions_gemm import sgemm
 
     key = (cfg, gather)
     if key in _IGEMM_KERNELS:

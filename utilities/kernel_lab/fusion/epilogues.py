@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from .. import sgemm
+from ..reductions_gemm import sgemm
 from ..sizes import sizes as _sizes
 from ..validate import KernelLabArgumentError
 from .layernorm import gelu

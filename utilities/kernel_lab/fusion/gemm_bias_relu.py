@@ -2,15 +2,15 @@
 
 ``A`` is M x K, ``B`` K x N, ``bias`` has N entries (one per column of C, as in a linear layer
 ``x @ W + b``), all float32 row-major. The fused kernel is module 02's warp-tiled SGEMM with an
-epilogue applied in registers before the store (:func:`kernel_lab.sgemm.warptile_kernel`), so the
-GEMM itself is the same code in both variants and only the traffic of C differs.
+epilogue applied in registers before the store (:func:`kernel_lab.reductions_gemm.sgemm.warptile_kernel`),
+so the GEMM itself is the same code in both variants and only the traffic of C differs.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .. import sgemm
+from ..reductions_gemm import sgemm
 from ..sizes import sizes as _sizes
 
 from numba import cuda, float32  # noqa: E402  (kernel_lab chose GPU or simulator already)

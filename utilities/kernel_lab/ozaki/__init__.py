@@ -22,6 +22,8 @@ Modules, one job each:
   for, predicted from the exponent spread of A's rows and B's columns.
 - ``gpu``, ``gpu_ozaki2``: the GPU kernels and launchers of both schemes (need a GPU for the INT8
   products; their plain-Numba kernels also run in the simulator).
+- ``bench``: every method of both schemes beside cuBLAS DGEMM on this GPU
+  (``python -m kernel_lab.ozaki.bench``).
 
 Everything but ``gpu`` and ``gpu_ozaki2`` is NumPy and runs on any machine; the learner writes
 module 07's GPU kernels in the notebooks, and those two modules hold the course's own versions.

@@ -1,4 +1,4 @@
-"""FP64 GEMM emulated on INT8 tensor cores, measured against native DGEMM: ``python -m kernel_lab.bench_ozaki``.
+"""FP64 GEMM emulated on INT8 tensor cores, measured against native DGEMM: ``python -m kernel_lab.ozaki.bench``.
 
 For every method (unfused, partly fused, fully fused) and size, end to end (slicing included):
 time (CUDA events, median, L2 flushed), FP64-equivalent TFLOP/s (2MNK / time), the ratio to cuBLAS
@@ -16,7 +16,7 @@ import statistics
 
 import numpy as np
 
-from .validate import KernelLabArgumentError
+from ..validate import KernelLabArgumentError
 
 METHOD_LABELS = {"unfused": "unfused (a product per pair)", "partial": "partly fused (a sum per diagonal)",
                  "fused": "fully fused"}
@@ -33,7 +33,7 @@ def _inputs(n_or_shape, seed):
 def measure(sizes=(2048, 4096, 8192), methods=("unfused", "partial", "fused"), slices: int = 7, config=None,
             sample_rows: int = 16, repeat: int = 7, warm: bool = True, log=print) -> dict:
     """Measure every (method, size); ``sizes`` are N (for N^3) or (M, N, K). Returns a dict of rows."""
-    from .ozaki import gpu
+    from . import gpu
 
     for mth in methods:
         if mth not in gpu.METHODS:
@@ -43,8 +43,8 @@ def measure(sizes=(2048, 4096, 8192), methods=("unfused", "partial", "fused"), s
         raise KernelLabArgumentError(f"the emulated GEMMs cannot run here: {why}")
     import cupy as cp
 
-    from .bench import time_ms
-    from .ozaki.reference import U64, accurate_matmul
+    from ..bench import time_ms
+    from .reference import U64, accurate_matmul
 
     config = config or gpu.OzakiConfig()
     shapes = [(s,) * 3 if np.isscalar(s) else tuple(s) for s in sizes]
@@ -93,8 +93,8 @@ def peers(n: int = 8192, repeat: int = 7) -> list[dict]:
     """cuBLASLt INT8 (nvmath-python's bindings) and cuBLAS's FP64 emulation, at n^3."""
     import cupy as cp
 
-    from .bench import time_ms
-    from .tensor_cores import peers as pr
+    from ..bench import time_ms
+    from ..tensor_cores import peers as pr
 
     out = []
     a8 = cp.random.randint(-128, 128, (n, n), dtype=cp.int8)
@@ -127,7 +127,8 @@ def format_table(result: dict) -> str:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="FP64 GEMM emulated on INT8 tensor cores vs cuBLAS DGEMM")
+    p = argparse.ArgumentParser(prog="python -m kernel_lab.ozaki.bench",
+                                description="FP64 GEMM emulated on INT8 tensor cores vs cuBLAS DGEMM")
     p.add_argument("--sizes", default="2048,4096,8192", help="N for N^3, or MxNxK, comma-separated")
     p.add_argument("--methods", default="unfused,partial,fused")
     p.add_argument("--slices", type=int, default=7)
@@ -136,7 +137,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     import kernel_lab as kl
 
-    kl.environment.setup_command("python -m kernel_lab.bench_ozaki", ["gpu", "nvmath", "cupy", "cc>=9.0", "cuda>=13"])
+    kl.environment.setup_command("python -m kernel_lab.ozaki.bench", ["gpu", "nvmath", "cupy", "cc>=9.0", "cuda>=13"])
     sizes = []
     for s in args.sizes.split(","):
         dims = [int(x) for x in s.split("x")]

@@ -1,7 +1,7 @@
 """Module 07 on the GPU: slicing kernels, the three ways to multiply the slices, and the launcher.
 
 What each kernel does (the notebooks have the learner write each one; these are the course's own
-versions, used by the notebooks that come after the exercise and by ``kernel_lab.bench_ozaki``):
+versions, used by the notebooks that come after the exercise and by ``kernel_lab.ozaki.bench``):
 
 Slicing (notebook 07.2), memory-bound:
   ``row_exponents``   one block per row of A: ``e = frexp(max |row|)[1]``;
@@ -566,6 +566,36 @@ def digit_buffers(config: OzakiConfig, m: int, n: int, k: int, planes: int = PLA
     return st
 
 
+def work_buffers(cache: dict, config: OzakiConfig, m: int, n: int, k: int, planes: int = PLANES,
+                 more=None) -> dict:
+    """An emulated GEMM's work buffers for an (M, N, K) problem, made once and reused while calls
+    keep that shape: both schemes' launchers (:class:`OzakiGemm`, ``gpu_ozaki2.Ozaki2Gemm``) get
+    theirs here.
+
+    ``cache`` is the launcher's ``{(M, N, K): buffers}``. It holds one shape at a time, as the
+    buffers are large: the buffers of a new shape replace the last ones once they are made. What
+    both schemes use: :func:`digit_buffers` (the ``planes`` int8 planes of A and B, and the
+    pipeline), then ``ea``/``eb`` (int32 exponents of A's rows and B's columns) and
+    ``bad_a``/``bad_b`` (int32 flags of the rows and columns that hold an Inf or a NaN). A scheme
+    adds its own with ``more(buffers, m, n, k)``.
+    """
+    key = (m, n, k)
+    if key in cache:
+        return cache[key]
+    import cupy as cp
+
+    st = digit_buffers(config, m, n, k, planes)
+    st["ea"] = cp.empty(m, dtype=cp.int32)
+    st["eb"] = cp.empty(n, dtype=cp.int32)
+    st["bad_a"] = cp.empty(m, dtype=cp.int32)
+    st["bad_b"] = cp.empty(n, dtype=cp.int32)
+    if more is not None:
+        more(st, m, n, k)
+    cache.clear()
+    cache[key] = st
+    return st
+
+
 def compile_once(kernel, args, smem: int, seconds: dict, key) -> None:
     """Compile ``kernel`` for ``args`` and allow it ``smem`` bytes of dynamic shared memory, once per
     ``key``; the compile time goes into ``seconds[key]``."""
@@ -616,17 +646,14 @@ class OzakiGemm:
     # -- buffers and pipelines, per shape --------------------------------------------------------
 
     def _state(self, m, n, k):
-        key = (m, n, k)
-        if key in self._shape_state:
-            return self._shape_state[key]
+        return work_buffers(self._shape_state, self.config, m, n, k, more=self._own_buffers)
+
+    def _own_buffers(self, st, m, n, k):
+        """Ozaki-I's buffers beside the shared ones: B's column maxima, and the INT32 products that
+        the unfused (one per slice pair) and partial (one per diagonal) methods keep."""
         import cupy as cp
 
         s = self.slices
-        st = digit_buffers(self.config, m, n, k)
-        st["ea"] = cp.empty(m, dtype=cp.int32)
-        st["eb"] = cp.empty(n, dtype=cp.int32)
-        st["bad_a"] = cp.empty(m, dtype=cp.int32)
-        st["bad_b"] = cp.empty(n, dtype=cp.int32)
         st["amax_b"] = cp.empty(n, dtype=cp.float64)
         if self.method == "unfused":
             from .reference import triangular_pairs
@@ -637,8 +664,6 @@ class OzakiGemm:
             st["parts"] = cp.empty((len(pairs), m, n), dtype=cp.int32)
         elif self.method == "partial":
             st["parts"] = cp.empty((s, m, n), dtype=cp.int32)
-        self._shape_state = {key: st}  # one shape at a time: the buffers are large
-        return st
 
     # -- the steps -------------------------------------------------------------------------------
 

@@ -45,8 +45,8 @@ from numba import cuda  # after kernel_lab chose GPU or simulator (the package's
 
 from ..validate import KernelLabArgumentError
 from . import ozaki2
-from .gpu import (PLANES, TILE, TILE_PADDED, OzakiConfig, _check_operands, compile_once, digit_buffers,
-                  load_columns_tile, pair_products_kernel)
+from .gpu import (PLANES, TILE, TILE_PADDED, OzakiConfig, _check_operands, compile_once, load_columns_tile,
+                  pair_products_kernel, work_buffers)
 from .nonfinite import patch_nonfinite
 from .slicing import max_exact_k
 
@@ -499,26 +499,22 @@ class Ozaki2Gemm:
         self.last_nonfinite = 0
 
     def _state(self, m, n, k):
-        key = (m, n, k)
-        if key in self._shape_state:
-            return self._shape_state[key]
+        # The same buffers and pipeline as Ozaki-I (16 planes): up to 16 moduli share its kernel.
+        return work_buffers(self._shape_state, self.config, m, n, k, planes=max(PLANES, self.moduli),
+                            more=self._own_buffers)
+
+    def _own_buffers(self, st, m, n, k):
+        """Ozaki-II's buffers beside the shared ones: the operands' bits, the planes the moduli use,
+        B's column partials, and one INT32 product per modulus."""
         import cupy as cp
 
         nm = self.moduli
-        # The same buffers and pipeline as Ozaki-I (16 planes): up to 16 moduli share its kernel.
-        st = digit_buffers(self.config, m, n, k, planes=max(PLANES, nm))
         st["q"] = ozaki2.operand_bits(nm, k, self.bound)
         st["ra"], st["rb"] = st["da"][:nm], st["db"][:nm]  # the planes the moduli use
-        st["ea"] = cp.empty(m, dtype=cp.int32)
-        st["eb"] = cp.empty(n, dtype=cp.int32)
-        st["bad_a"] = cp.empty(m, dtype=cp.int32)
-        st["bad_b"] = cp.empty(n, dtype=cp.int32)
         st["pmax"] = cp.empty((col_chunks(k), n), dtype=cp.float64)
         st["psum"] = cp.empty((col_chunks(k), n), dtype=cp.float64)
         st["parts"] = cp.empty((nm, m, n), dtype=cp.int32)
         st["pair"] = cp.arange(nm, dtype=cp.int32)  # pairs (l, l): pair_t = pair_u
-        self._shape_state = {key: st}  # one shape at a time: the buffers are large
-        return st
 
     def prepare(self, a, b, st):
         """Exponents of A's rows and B's columns, then the remainders of both, into the buffers."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..scans import THREADS, absmax_grid_stride, persistent_blocks
+from ..reductions_gemm.scans import THREADS, absmax_grid_stride, persistent_blocks
 from ..validate import KernelLabArgumentError
 from ..bitcast import float_bits
 from ..vector_loads import load4, store4
@@ -232,8 +232,8 @@ def launch_int8_dequantize_x4(out, q, scale):
 
 
 def launch_int8_absmax_quantize_x4(q, scale, x, amax=None, fadd: bool = False):
-    """The fast pipeline: ``scans.absmax_vectorized`` (16-byte loads), then the tile quantizer."""
-    from ..scans import absmax_vectorized
+    """The fast pipeline: ``reductions_gemm.scans.absmax_vectorized`` (16-byte loads), then the tile quantizer."""
+    from ..reductions_gemm.scans import absmax_vectorized
 
     amax = cuda.device_array(1, np.float32) if amax is None else amax
     absmax_vectorized(amax.view(np.uint32), x.view(np.uint32))

@@ -18,7 +18,7 @@ import numpy as np
 from ..environment import on_simulator
 from ..validate import KernelLabArgumentError
 from ..device.dp4a import dp4a
-from ..sgemm import GemmTiles  # module 02's warp-tiled family: 05.6's last DP4A GEMM is one of them
+from ..reductions_gemm.sgemm import GemmTiles  # module 02's warp-tiled family: 05.6's last DP4A GEMM is one of them
 
 from numba import cuda, float32, int32  # noqa: E402  (after kernel_lab)
 
@@ -107,10 +107,10 @@ def dp4a_gemm_tiled_kernel(TY, TX, TM, TN, BKW):
 launch_dp4a_gemm = dp4a_gemm_tiled_kernel(*(TILED_SIM if on_simulator() else TILED_GPU))
 
 
-# The same GEMM on module 02's warp-tiled, double-buffered kernel (kl.sgemm, ``precision="dp4a"``):
-# words of four int8 along K take the place of floats, a DP4A the place of an FFMA (sgemm.py's dp4a
-# ``compute_k``, which 05.6's exercise 3 writes). Its B operand is K-major, (K/4, N) words, as module
-# 02's B is (K, N): ``k_major_words(b32)`` makes it once.
+# The same GEMM on module 02's warp-tiled, double-buffered kernel (reductions_gemm.sgemm,
+# ``precision="dp4a"``): words of four int8 along K take the place of floats, a DP4A the place of an
+# FFMA (reductions_gemm/sgemm.py's dp4a ``compute_k``, which 05.6's exercise 3 writes). Its B operand
+# is K-major, (K/4, N) words, as module 02's B is (K, N): ``k_major_words(b32)`` makes it once.
 # 05.6's default on a GPU: module 02's SGEMM winner's shape. In the simulator one warp computes a 64 x 32
 # tile in 2 x 2 steps of 4 x 4 (RM = RN = 8, as on the GPU: a step whose i and j are exchanged still
 # stays inside a_reg and b_reg, and the check sees where its sums land).
@@ -150,7 +150,7 @@ def dp4a_warptile_launcher(cfg=None, *, w8a8: bool = False):
     ``check_int8_gemm`` passes it (the conversion is then inside the call). ``w8a8=True``: the W8A8
     GEMM, ``launch(c, a32, b32k, a_scale, b_scale)`` with c float32 = ``a_scale[m] b_scale[n] (A @ B)``
     (05.6 exercise 4's epilogue, :func:`w8a8_epilogue`)."""
-    from .. import sgemm
+    from ..reductions_gemm import sgemm
 
     cfg = cfg or dp4a_warptile_configs()[0]
     run = sgemm.warptile_launcher(cfg, epilogue=w8a8_epilogue if w8a8 else None)

@@ -15,7 +15,7 @@ import functools
 
 import numpy as np
 
-from ..scans import THREADS, block_sum_f64, persistent_blocks, zero_first
+from ..reductions_gemm.scans import THREADS, block_sum_f64, persistent_blocks, zero_first
 from ..validate import KernelLabArgumentError
 from ..vector_loads import load4
 from ..device.dp4a import dp4a

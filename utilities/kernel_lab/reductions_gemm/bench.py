@@ -1,8 +1,8 @@
 """The SGEMM progression of module 02 on this GPU: every numbered kernel beside cuBLAS.
 
-    python -m kernel_lab.bench_sgemm                    # 4096^3 and 8192^3, with the autotuned kernel
-    python -m kernel_lab.bench_sgemm --sizes 2048 --no-tune
-    python -m kernel_lab.bench_sgemm --sim              # the simulator: tiny sizes, correctness only
+    python -m kernel_lab.reductions_gemm.bench          # 4096^3 and 8192^3, with the autotuned kernel
+    python -m kernel_lab.reductions_gemm.bench --sizes 2048 --no-tune
+    python -m kernel_lab.reductions_gemm.bench --sim    # the simulator: tiny sizes, correctness only
 
 For each size, each kernel is compiled, checked against cuBLAS's result (CuPy) and timed (CUDA
 events, L2 flushed, median of a few repeats); the table gives TFLOP/s and the ratio to cuBLAS
@@ -24,7 +24,7 @@ import numpy as np
 
 import kernel_lab  # noqa: F401  (chooses GPU or simulator before numba.cuda)
 
-from .environment import gpu_info, on_simulator
+from ..environment import gpu_info, on_simulator
 
 
 def _cupy():
@@ -81,7 +81,7 @@ def sass_summary(launch, c=None, a=None, b=None) -> str:
     the FMA units' peak the kernel can reach. Needs ``nvdisasm`` (CUDA toolkit) for the SASS;
     without it, only the registers."""
     if on_simulator():
-        from .bench import SIMULATOR_NOTE
+        from ..bench import SIMULATOR_NOTE
 
         return SIMULATOR_NOTE
     resources = kernel_resources(launch)
@@ -186,7 +186,7 @@ def fma_peak_tflops(dtype=np.float32, *, iterations: int = 4096) -> float | None
         return None
     from numba import cuda
 
-    from .bench import time_ms
+    from ..bench import time_ms
 
     kernel = _fma_kernel(np.dtype(dtype))
     sms = gpu_info().multiprocessors or 80
@@ -238,7 +238,7 @@ def progression(sizes=(4096, 8192), *, tune: bool = True, repeat: int = 5, log=p
     from numba import cuda
 
     from . import sgemm
-    from .bench import time_ms
+    from ..bench import time_ms
 
     cp = _cupy()
     rows = []
@@ -324,7 +324,8 @@ def simulator_progression(log=print) -> list:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description="Module 02's SGEMM progression beside cuBLAS on this GPU.")
+    p = argparse.ArgumentParser(prog="python -m kernel_lab.reductions_gemm.bench",
+                                description="Module 02's SGEMM progression beside cuBLAS on this GPU.")
     p.add_argument("--sizes", type=int, nargs="*", default=[4096, 8192])
     p.add_argument("--no-tune", action="store_true", help="leave out kernel 9 (autotuning)")
     p.add_argument("--repeat", type=int, default=5)

@@ -1,8 +1,8 @@
 """Device-wide reductions and prefix sums of module 02, as the package's reference kernels.
 
 The notebooks of module 02 have the learner write these kernels; the package keeps the same
-kernels so that ``scripts/gpu_module02_probe.py`` and ``python -m kernel_lab.bench_sgemm`` measure
-exactly what the notebooks teach, without importing a notebook (a test holds the notebooks'
+kernels so that ``scripts/gpu_module02_probe.py`` and ``python -m kernel_lab.reductions_gemm.bench``
+measure exactly what the notebooks teach, without importing a notebook (a test holds the notebooks'
 solutions to this file).
 
 Reductions (absmax, argmax, sums) read the inputs' bits through a ``uint32`` view of the same
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .environment import on_simulator
-from .sizes import sizes as _sizes
+from ..environment import on_simulator
+from ..sizes import sizes as _sizes
 
 # --- launch shapes: the same code, smaller constants in the simulator ---------------------------
 _S = _sizes(gpu=dict(threads=256, items=8, blocks_per_sm=8), sim=dict(threads=64, items=4, blocks_per_sm=1))
@@ -50,14 +50,14 @@ def _cuda():
 cuda = _cuda()
 from numba import float32, float64, int32, int64, uint32, uint64  # noqa: E402
 
-from .acquire import load_acquire, load_relaxed  # noqa: E402
-from .bitcast import bits_float, float_bits  # noqa: E402
-from .vector_loads import load4, store4  # noqa: E402
+from ..acquire import load_acquire, load_relaxed  # noqa: E402
+from ..bitcast import bits_float, float_bits  # noqa: E402
+from ..vector_loads import load4, store4  # noqa: E402
 
 
 def persistent_blocks(n: int, threads: int = THREADS) -> int:
     """Blocks that fill every SM once (``BLOCKS_PER_SM`` each), fewer when ``n`` is small."""
-    from .environment import gpu_info
+    from ..environment import gpu_info
 
     sms = gpu_info().multiprocessors or 2
     return max(1, min(-(-n // threads), sms * BLOCKS_PER_SM))
@@ -660,9 +660,9 @@ def check_status_word(pack, unpack, *, name: str = "status word", quiet: bool = 
     in bits 0-31; ``unpack(word)`` -> ``(flag, value)``. Both are ``cuda.jit(device=True)``
     functions; they run in a kernel over values chosen to expose the classic mistakes (negative
     values, -0.0, infinities, a subnormal, non-integers) with each published flag."""
-    from . import progress
-    from .check import CheckFailed, poisoned_host
-    from .validate import require_callable
+    from .. import progress
+    from ..check import CheckFailed, poisoned_host
+    from ..validate import require_callable
 
     require_callable(pack, "pack")
     require_callable(unpack, "unpack")
@@ -822,7 +822,7 @@ scan_status_word_launch = make_status_scan()
 def single_pass_scratch(tiles):
     """Device scratch for the single-pass scan: ticket, flags, aggregates, prefixes. The values
     are poisoned (a NaN pattern), so reading one before it is published shows in the result."""
-    from .check import poisoned
+    from ..check import poisoned
 
     return (cuda.device_array(1, np.int32), cuda.device_array(tiles, np.int32),
             poisoned(tiles, np.float32), poisoned(tiles, np.float32))

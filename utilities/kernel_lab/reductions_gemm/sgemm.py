@@ -32,13 +32,13 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .environment import on_simulator
-from .sizes import sizes as _sizes
-from .validate import KernelLabArgumentError, require_array
+from ..environment import on_simulator
+from ..sizes import sizes as _sizes
+from ..validate import KernelLabArgumentError, require_array
 
 from numba import cuda, float32, float64, int32  # noqa: E402  (kernel_lab chose GPU or simulator already)
 
-from .vector_loads import load2, load4, store2, store4  # noqa: E402
+from ..vector_loads import load2, load4, store2, store4  # noqa: E402
 
 KERNEL_VERSION = "02.3"  # part of the tuner's cache key: bump it when a kernel changes
 
@@ -488,7 +488,7 @@ def warptile_parts(cfg: GemmTiles, *, compute_k=None):
     if compute_k is not None:  # the notebook's own step: nothing to build
         pass
     elif cfg.precision == "dp4a":  # int8 operands four to a word along K: each step is RM x RN DP4As
-        from .device.dp4a import dp4a
+        from ..device.dp4a import dp4a
 
         @cuda.jit(device=True, forceinline=True)
         def compute_k(a_t, b_t, s, k, acc, a_reg, b_reg, wr, wc, tr, tc):
@@ -881,15 +881,15 @@ def autotune(m, n, k, *, candidates=None, refresh=False, log=None, repeat=5):
     """Time each candidate configuration at (m, n, k) on this GPU, keep the fastest (cached on disk
     with the package's tuner, :mod:`kernel_lab.tuner`, keyed by GPU, kernel version, shape). Returns the
     tuner's result."""
-    from .tuner import Tuner
+    from ..tuner import Tuner
 
     candidates = list(candidates) if candidates is not None else tuning_candidates()
     tuner = Tuner("sgemm_cuda_cores", kernel_version=KERNEL_VERSION)
     if on_simulator():  # no timing in the simulator: take the first that is correct
-        from .tuner import TuneResult
+        from ..tuner import TuneResult
 
         return TuneResult(candidates[0], None, "simulator", False, [], 0.0)
-    from .bench import time_ms
+    from ..bench import time_ms
 
     rng = np.random.default_rng(0)
     a = cuda.to_device(rng.standard_normal((m, k), dtype=np.float32))

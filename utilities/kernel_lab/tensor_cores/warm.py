@@ -168,7 +168,7 @@ def catalogue(modules=ALL_MODULES, cc=(9, 0)) -> list[Job]:
             pass
     if "07" in modules:
         ozaki = dict(tile_m=128, tile_n=256, tile_k=128, threads=256, depth=3)
-        # 07.3-07.5 at 8192^3, bench_ozaki's table at 2048 and 4096; one kernel per method and
+        # 07.3-07.5 at 8192^3, ozaki.bench's table at 2048 and 4096; one kernel per method and
         # padded shape serves every slice count (the digit buffers have a fixed plane count)
         for n in (8192, 4096, 2048):
             for method in ("unfused", "partial", "fused"):
