@@ -4,7 +4,7 @@ Proves that the plug points (``BlockGemm(load_a=..., load_b=...)``, ``epilogues.
 ``epilogues.bias_activation_from(fn)``) still build for sm_90: code generation only needs the CPU
 (see ``kernel_lab.tensor_cores.offline``). Needs nvmath-python with its cuBLASDx extra:
 
-    /work/venv-dx/bin/python scripts/module06_offline_compile.py --kernels int4,im2col,async-plain-2,async-suggested-4,async-conv
+    /work/venv-dx/bin/python scripts/module06_offline_compile.py --kernels int4,im2col,async-plain-2,async-suggested-4,async-conv,async-conv-layer
 """
 
 import argparse
@@ -82,7 +82,23 @@ def _compile(which: str, cc):
         g = ConvGeometry(n=32, c=64, h=56, w=56, r=3, s=3, padding=1)
         kern = async_gemm.AsyncConv(make_conv_issue(g, *positions["suggested"]), g, "suggested", 3)
         x4, f16, f32 = types.Array(types.float16, 4, "C"), types.Array(types.float16, 2, "C"), types.Array(types.float32, 2, "C")
-        code = offline.compile_kernel(kern.dispatcher, (x4, f16, f32, i32, i32, i32), cc)
+        bias = types.Array(types.float32, 1, "C")
+        code = offline.compile_kernel(kern.dispatcher, (x4, f16, f32, bias, i32, i32, i32), cc)
+        return f"{which}: {len(code)} bytes of LTO-IR for sm_{cc[0]}{cc[1]} in {time.perf_counter() - t0:.0f} s"
+    if which == "async-conv-layer":  # the same, with 06.3's conv-layer store: bias, ReLU, float16 out
+        from kernel_lab.tensor_cores import async_gemm
+        from kernel_lab.tensor_cores.validate import ConvGeometry
+
+        sys.path.insert(0, str(ROOT / "scripts"))
+        from module06_solutions import make_conv_store
+
+        _, make_conv_issue, positions = _learner_copies()
+        g = ConvGeometry(n=32, c=64, h=56, w=56, r=3, s=3, padding=1)
+        kern = async_gemm.AsyncConv(make_conv_issue(g, *positions["suggested"]), g, "suggested", 3,
+                                    store_tile=make_conv_store())
+        x4, f16 = types.Array(types.float16, 4, "C"), types.Array(types.float16, 2, "C")
+        code = offline.compile_kernel(kern.dispatcher, (x4, f16, f16, types.Array(types.float32, 1, "C"), i32, i32, i32),
+                                      cc)
         return f"{which}: {len(code)} bytes of LTO-IR for sm_{cc[0]}{cc[1]} in {time.perf_counter() - t0:.0f} s"
     if which.startswith("async"):  # 06.1's numbered steps: "async-plain-2", "async-suggested-3", ...
         from kernel_lab.tensor_cores import async_gemm
@@ -91,7 +107,8 @@ def _compile(which: str, cc):
         make_issue_slice, _, positions = _learner_copies()
         kern = async_gemm.AsyncGemm(make_issue_slice(*positions[layout]), layout, int(stages))
         f16, f32 = types.Array(types.float16, 2, "C"), types.Array(types.float32, 2, "C")
-        code = offline.compile_kernel(kern.dispatcher, (f16, f16, f32, i32, i32, i32), cc)
+        code = offline.compile_kernel(kern.dispatcher, (f16, f16, f32, types.Array(types.float32, 1, "C"), i32, i32, i32),
+                                      cc)
         return f"{which}: {len(code)} bytes of LTO-IR for sm_{cc[0]}{cc[1]} in {time.perf_counter() - t0:.0f} s"
     if which == "int4":  # the learner's int4 unpacking and quantizing epilogue on an int8 block GEMM
         kern = gemm.BlockGemm(GemmConfig(128, 128, 64, 256, "int4"), epilogues.quantize(quantize_value),

@@ -1,4 +1,5 @@
-"""The learner's 16-byte ``cp.async`` copies of 06.1 and 06.3, as the solved notebooks write them.
+"""The learner's 16-byte ``cp.async`` copies of 06.1 and 06.3, and 06.3's conv-layer store, as the
+solved notebooks write them.
 
 They stand in for learner code, which the package must not hold, in three places: the simulator
 tests (``tests/test_async_gemm.py``, with switches that turn them into the classic mistakes the
@@ -11,6 +12,7 @@ from kernel_lab.mma_ptx import cp_async16_at, global_address  # kernel_lab first
 from kernel_lab.tensor_cores import async_gemm as ag
 
 from numba import cuda  # noqa: E402
+from numpy import float16, float32  # noqa: E402
 
 
 def make_b_copies(b_pos, *, zero_fill=True, b_offset=ag.A_BYTES):
@@ -83,3 +85,26 @@ def positions():
     b_pos), "suggested": (a_pos, b_pos)}`` (what 06.1's second exercise writes)."""
     return {layout: (cuda.jit(device=True, inline="always")(pa), cuda.jit(device=True, inline="always")(pb))
             for layout, (pa, pb) in ag.POSITIONS.items()}
+
+
+def make_conv_store(*, bias_by="column", relu=True, relu_first=False, rows_test=True, transposed=False):
+    """06.3's conv layer: the block's C tile, from shared memory, plus the filter's bias, through a
+    ReLU, stored as float16, four values a thread a pass. Mutants: the bias by row, no ReLU, the ReLU
+    before the bias, no row test on the edge tiles, the tile read column-major."""
+
+    @cuda.jit(device=True, inline="always")
+    def store_tile(ctile, out, bias, row0, col0, m, n, tid):
+        for j in range(ag.C_CHUNKS // ag.THREADS):
+            idx = tid + j * ag.THREADS
+            r, c = idx // ag.C_ROW_CHUNKS, 4 * (idx % ag.C_ROW_CHUNKS)
+            if (row0 + r < m or not rows_test) and col0 + c < n:
+                for e in range(4):
+                    v = ctile[(c + e) * ag.TM + r] if transposed else ctile[r * ag.TN + c + e]
+                    b = bias[col0 + c + e] if bias_by == "column" else bias[(row0 + r) % n]
+                    if relu_first:
+                        v = max(v, float32(0))
+                    v = v + b
+                    if relu and not relu_first:
+                        v = max(v, float32(0))
+                    out[row0 + r, col0 + c + e] = float16(v)
+    return store_tile

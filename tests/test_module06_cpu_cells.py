@@ -134,10 +134,23 @@ MUTANTS = {
              ("tap, ch = gc // C, gc % C", "ch, tap = gc // C, gc % C"),
              ("inside = gr < m and gc < k and 0 <= ih < H and 0 <= iw < W", "inside = gr < m and gc < k"),
              ("cp_async16_at(stage + 16 * a_pos(r, c), global_address(x, (img, ih, iw, ch)",
-              "cp_async16_at(stage + 16 * a_pos(c, r), global_address(x, (img, ih, iw, ch)")],
+              "cp_async16_at(stage + 16 * a_pos(c, r), global_address(x, (img, ih, iw, ch)"),
+             # the conv layer's store (Exercise 2c)
+             ("v = ctile[r * TN + c + e] + bias[col0 + c + e]", "v = ctile[r * TN + c + e] + bias[row0 + r]"),
+             ("v = ctile[r * TN + c + e] + bias[col0 + c + e]", "v = ctile[(c + e) * TM + r] + bias[col0 + c + e]"),
+             ("np.float16(max(v, np.float32(0)))", "np.float16(v)"),
+             ("if row0 + r < m and col0 + c < n:\n            for e in range(4):",
+              "if col0 + c < n:\n            for e in range(4):"),
+             ("idx = tid + j * THREADS", "idx = tid")],
     "06.5": [("out[r, c] = x[r, c] * scale[r]", "out[r, c] = x[r, c] * scale[c]"),  # the scale by column
-             ("r = cuda.blockIdx.y * ROWS + cuda.threadIdx.y", "r = cuda.blockIdx.y * 32 + cuda.threadIdx.y"),
-             ("        cuda.syncthreads()\n        ### END SOLUTION", "        ### END SOLUTION")],  # the race back
+             ("r = cuda.blockIdx.y * ROWS + cuda.threadIdx.y\n    if r < m and c < n:",
+              "r = cuda.blockIdx.y * 32 + cuda.threadIdx.y\n    if r < m and c < n:"),
+             ("        cuda.syncthreads()\n        ### END SOLUTION", "        ### END SOLUTION"),  # the race back
+             # four columns a thread (Exercise 5)
+             ("            if c + 32 * e < n:\n                v[e] = x[r, c + 32 * e]",
+              "            if c + e < n:\n                v[e] = x[r, c + e]"),
+             ("c = cuda.blockIdx.x * 128 + cuda.threadIdx.x", "c = cuda.blockIdx.x * 32 + cuda.threadIdx.x"),
+             ("                out[r, c + 32 * e] = v[e] * s", "                out[r, c + 32 * e] = v[e]")],
     "06.4": [("except Exception as exc:  # a failing candidate", "except ZeroDivisionError as exc:  # a failing candidate"),
              ("return min(ok, key=lambda t: t.ms), trials", "return max(ok, key=lambda t: t.ms), trials"),
              ("entry = entries.get(key)", "entry = next(iter(entries.values()), None)")],

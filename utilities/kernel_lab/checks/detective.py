@@ -109,12 +109,13 @@ def _run(name, launch_kernel):
         raise CheckFailed(f"{name}: the exercise is not done yet: the simulator finds {what}:\n{exc}") from None
 
 
-def _run_by_rows(name, kernel, x, per_row):
+def _run_by_rows(name, kernel, x, per_row, cols_per_thread=1):
     """``kernel(x, per_row, out, m, n)`` on blocks of 32 x ROWS threads over the m x n matrix (x along
-    the columns); ``out`` starts as NaN, so what was never written shows. Returns ``out`` on the host."""
+    the columns, ``32 * cols_per_thread`` columns a block); ``out`` starts as NaN, so what was never
+    written shows. Returns ``out`` on the host."""
     m, n = x.shape
     out = cuda.to_device(np.full((m, n), np.nan, np.float32))
-    grid = (-(-n // 32), -(-m // ROWS))
+    grid = (-(-n // (32 * cols_per_thread)), -(-m // ROWS))
     _run(name, lambda: kernel[grid, (32, ROWS)](cuda.to_device(x), cuda.to_device(per_row), out, m, n))
     return out.copy_to_host()
 
@@ -183,25 +184,32 @@ def run_script_on_cpu(kernel, launch: str, constants: dict) -> subprocess.Comple
                        env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"})
 
 
-def check_row_scale(kernel, *, name: str = "row_scale, coalesced") -> None:
+def check_row_scale(kernel, *, cols_per_thread: int = 1, name: str | None = None) -> None:
     """``kernel(x, scale, out, m, n)``: ``out[r, c] = x[r, c] * scale[r]`` for an m x n float32 matrix,
-    launched on blocks of 32 x 8 threads over a grid of ``(ceil(n / 32), ceil(m / 8))`` blocks (x along
-    the columns). Checked on ragged shapes, wide and tall, against NumPy; names unwritten elements and
-    rows and columns swapped."""
+    launched on blocks of 32 x 8 threads over a grid of ``(ceil(n / (32 * cols_per_thread)),
+    ceil(m / 8))`` blocks (x along the columns; with ``cols_per_thread`` 4, a thread takes four
+    columns 32 apart). Checked on ragged shapes, wide and tall, against NumPy (widths that leave a
+    block 70, 44 and 33 columns: each of a thread's columns past the edge in some block); names
+    unwritten elements and rows and columns swapped."""
     require_callable(kernel, "kernel")
+    name = name or ("row_scale, coalesced" if cols_per_thread == 1 else
+                    f"row_scale, {cols_per_thread} columns a thread")
+    span = 32 * cols_per_thread
     rng = np.random.default_rng(7)
     for m, n in ((37, 70), (9, 300), (130, 33)):
         x = rng.standard_normal((m, n)).astype(np.float32)
         scale = rng.standard_normal(m).astype(np.float32)
-        got = _run_by_rows(name, kernel, x, scale)
+        got = _run_by_rows(name, kernel, x, scale, cols_per_thread)
         if np.isnan(got).all():
             raise CheckFailed(f"{name}: the exercise is not done yet (nothing was written to out)")
         want = x * scale[:, None]
         if np.isnan(got).any():
             r, c = (int(i) for i in np.argwhere(np.isnan(got))[0])
+            cols = ("blockIdx.x * 32 + threadIdx.x is a column" if cols_per_thread == 1 else
+                    f"a block covers {span} columns: blockIdx.x * {span} + threadIdx.x + 32 * e for e up to "
+                    f"{cols_per_thread - 1}")
             raise CheckFailed(f"{name}, {m} x {n}: {int(np.isnan(got).sum())} elements never written, the first "
-                              f"at ({r}, {c}): the grid covers columns with x and rows with y (blockIdx.x * 32 + "
-                              "threadIdx.x is a column)")
+                              f"at ({r}, {c}): the grid covers columns with x and rows with y ({cols})")
         if not np.allclose(got, want, rtol=1e-6, atol=1e-6):
             raise CheckFailed(f"{name}, {m} x {n}: values wrong (each row has its own scale: scale[row])")
     progress.passed(name)

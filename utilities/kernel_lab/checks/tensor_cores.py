@@ -1325,3 +1325,114 @@ def check_fused_store(make_store, act, *, chunked: bool = False, name: str | Non
             raise mistake
     progress.passed(name)
     print(f"{name}: correct ({how})")
+
+
+# ================================================================================================
+# 06.3: the conv layer's store (the chunked implicit GEMM's epilogue)
+
+
+def _conv_store_harness(store_tile):
+    """A kernel ``harness(ctiles, out, bias, m, n)``, one block of 256 threads a C tile: block
+    ``(bx, by)`` hands the learner's ``store_tile`` its tile ``ctiles[bx, by]`` (128 x 128 float32,
+    row-major, flat: what the stage loop leaves in shared memory) and its corner."""
+    from ..tensor_cores import async_gemm as ag
+
+    TM, TN = ag.TM, ag.TN
+
+    @cuda.jit
+    def harness(ctiles, out, bias, m, n):
+        bx, by = cuda.blockIdx.x, cuda.blockIdx.y
+        store_tile(ctiles[bx, by], out, bias, bx * TM, by * TN, m, n, cuda.threadIdx.x)
+
+    return harness
+
+
+def _conv_store_mistake(name, case, got, want, full, bias, tiles):
+    """Why the conv layer's store left ``got`` (float16) instead of ``want``: the first tile that
+    differs, and which slip fits it."""
+    from ..tensor_cores import async_gemm as ag
+
+    m, n = want.shape
+    c = full[:m, :n]
+    relu = lambda v: np.maximum(v, 0.0)  # noqa: E731
+    candidates = [("the plain product: no bias and no ReLU", c),
+                  ("the product plus the bias, without the ReLU (negative values kept)", c + bias[None, :]),
+                  ("the ReLU of the product without the bias", relu(c)),
+                  ("the ReLU applied before the bias is added: relu(acc) + bias, not relu(acc + bias)",
+                   relu(c) + bias[None, :]),
+                  ("the bias by row: bias[column] belongs to the output's column (one value a filter)",
+                   relu(c + bias[np.arange(m) % n][:, None]))]
+    # the tile read column-major: ctile[(c + e) * TM + r]
+    transposed = np.zeros_like(full)
+    for bm in range(tiles[0]):
+        for bn in range(tiles[1]):
+            blk = full[bm * ag.TM:(bm + 1) * ag.TM, bn * ag.TN:(bn + 1) * ag.TN]
+            transposed[bm * ag.TM:(bm + 1) * ag.TM, bn * ag.TN:(bn + 1) * ag.TN] = blk.reshape(-1).reshape(ag.TN, ag.TM).T
+    candidates.append(("the tile read column-major: value (r, c) of the C tile is ctile[r * TN + c] (row-major)",
+                       relu(transposed[:m, :n] + bias[None, :])))
+    unwritten = is_poison(got)
+    for bm in range(tiles[0]):
+        for bn in range(tiles[1]):
+            r0, c0 = bm * ag.TM, bn * ag.TN
+            sl = (slice(r0, min(r0 + ag.TM, m)), slice(c0, min(c0 + ag.TN, n)))
+            where = f"tile ({bm}, {bn}) (rows {r0}-{sl[0].stop - 1}, columns {c0}-{sl[1].stop - 1})"
+            hole = unwritten[sl]
+            if hole.any():
+                rr, cc = (int(i) for i in np.argwhere(hole)[0])
+                share = f"{int(hole.sum())} of its {hole.size} values"
+                if hole.all():
+                    return CheckFailed(f"{name}, {case}: {where} was not stored at all; a block stores the values "
+                                       "of its own tile, at rows row0 + r and columns col0 + c")
+                return CheckFailed(f"{name}, {case}: {share} were never stored, the first at ({r0 + rr}, {c0 + cc}); "
+                                   f"the 256 threads share the tile's {ag.C_CHUNKS} chunks of four values: "
+                                   f"{ag.C_CHUNKS // ag.THREADS} passes, chunk tid + pass * 256 in each")
+            g = got[sl].astype(np.float64)
+            if _close(g, want[sl], 2e-3, 2e-3):
+                continue
+            for what, alt in candidates:
+                if _close(g, alt[sl], 2e-3, 2e-3):
+                    return CheckFailed(f"{name}, {case}: {where} holds {what}")
+            count, idx = _first_wrong(g, want[sl], 2e-3, 2e-3)
+            return CheckFailed(f"{name}, {case}: {count} values of {where} wrong; the first at "
+                               f"({r0 + idx[0]}, {c0 + idx[1]}): got {g[idx]!r}, expected {want[sl][idx]!r} "
+                               f"(relu(acc + bias[column]), rounded to float16)")
+    return None
+
+
+def check_conv_store(store_tile, *, name: str = "conv layer store (bias + ReLU, float16)") -> None:
+    """``store_tile(ctile, out, bias, row0, col0, m, n, tid)`` must store the block's C tile (``ctile``:
+    128 x 128 float32 results, row-major, flat, as the stage loop leaves them in shared memory) into
+    rows ``row0..`` and columns ``col0..`` of the float16 ``out`` (m, n) as ``relu(value + bias[col])``,
+    inside ``m x n`` only (``n`` a multiple of 8, so four values at a time are all in or all out).
+    Run one block a tile, 256 threads, in the simulator or on the GPU alike (no cuBLASDx involved):
+    a ragged output (200 x 136: a partial row of tiles and a second column of tiles eight wide) and a
+    whole one. Names a missing bias or ReLU, the ReLU before the bias, the bias by row, the tile read
+    column-major, and values never stored (chunks or edge rows missed); an index past ``out``
+    (a missing row test) is the simulator's bounds report, or the GPU's error."""
+    from ..tensor_cores import async_gemm as ag
+
+    _device_function(store_tile, "store_tile")
+    harness = _conv_store_harness(store_tile)
+    rng = np.random.default_rng(21)
+    cases = [("ragged, 200 x 136", 200, 136), ("whole tiles, 128 x 256", 128, 256)]
+    for case, m, n in cases:
+        tiles = (-(-m // ag.TM), -(-n // ag.TN))
+        full = rng.standard_normal((tiles[0] * ag.TM, tiles[1] * ag.TN)).astype(np.float32)
+        full[:8] = 0.0  # rows of exact zeros: relu(0 + bias) is the bias's own ReLU
+        bias = rng.standard_normal(n).astype(np.float32)
+        ctiles = np.ascontiguousarray(full.reshape(tiles[0], ag.TM, tiles[1], ag.TN).transpose(0, 2, 1, 3)
+                                      .reshape(tiles[0], tiles[1], ag.TM * ag.TN))
+        out = _poisoned((m, n), np.float16)
+        with finishes_within(f"{name}, {case}", 60,
+                             "a loop over the tile's chunks that does not end, or one thread doing every chunk?"):
+            _launch(name, harness, tiles, ag.THREADS, cuda.to_device(ctiles), out, cuda.to_device(bias),
+                    np.int32(m), np.int32(n))
+        got = out.copy_to_host()
+        if is_poison(got).all():
+            raise CheckFailed(f"{name}: the exercise is not done yet (nothing was written to out)")
+        want = np.maximum(full[:m, :n].astype(np.float64) + bias[None, :], 0.0).astype(np.float16).astype(np.float64)
+        mistake = _conv_store_mistake(name, case, got, want, full.astype(np.float64), bias.astype(np.float64), tiles)
+        if mistake is not None:
+            raise mistake
+    progress.passed(name)
+    print(f"{name}: correct ({', '.join(c for c, _, _ in cases)}: edge rows and a partial column of tiles)")

@@ -115,17 +115,37 @@ def _matmul():
     return BlasType(MM).blas
 
 
+C_ROW_CHUNKS = TN // 4  # 16-byte chunks (four float32) in a row of the C tile
+C_CHUNKS = TM * C_ROW_CHUNKS
+
+
+def store_float32(ctile, out, bias, row0, col0, m, n, tid):
+    """The default store: the block's C tile (row-major float32 in shared memory, ``(r, c)`` at
+    ``r * TN + c``) to ``out`` as it is, four values a thread a pass, so that a warp writes whole rows'
+    16-byte chunks, coalesced. ``bias`` is unused (06.3's conv layer passes its own store)."""
+    for j in range(C_CHUNKS // THREADS):
+        idx = tid + j * THREADS
+        r, c = idx // C_ROW_CHUNKS, 4 * (idx % C_ROW_CHUNKS)
+        if row0 + r < m and col0 + c < n:  # n is a multiple of 8: a chunk is all in or all out
+            for e in range(4):
+                out[row0 + r, col0 + c + e] = ctile[r * TN + c + e]
+
+
 @functools.lru_cache(maxsize=None)
-def kernel(issue_slice, layout: str, stages: int):
+def kernel(issue_slice, layout: str, stages: int, store_tile=None):
     """The kernel around the learner's ``issue_slice(a, b, stage, k0, row0, col0, m, n, k, tid)``
     (a device function that starts this thread's copies of slice ``k0`` into the stage at shared
-    address ``stage``): ``stages`` slices in flight, cuBLASDx's ``execute`` on each in turn, the
-    float32 results stored inside the matrix. Returns ``(dispatcher, dynamic shared bytes)``."""
+    address ``stage``): ``stages`` slices in flight, cuBLASDx's ``execute`` on each in turn, then the
+    block's results, gathered row-major in shared memory, leave through ``store_tile(ctile, out,
+    bias, row0, col0, m, n, tid)`` (:func:`store_float32` unless given: 06.3's conv layer writes its
+    own, with a bias and a ReLU). The kernel is ``(a, b, out, bias, m, n, k)``. Returns
+    ``(dispatcher, dynamic shared bytes)``."""
     from numba import cuda
     from nvmath.device.common import copy_fragment, make_tensor
 
     from ..mma_ptx import cp_async_commit, cp_async_wait_group, shared_address, window
 
+    store = store_tile if store_tile is not None else cuda.jit(device=True, inline="always")(store_float32)
     if layout not in LAYOUTS:
         raise KernelLabArgumentError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     if not 2 <= stages <= 6:
@@ -138,13 +158,11 @@ def kernel(issue_slice, layout: str, stages: int):
     lsc = MM.get_layout_smem_c()  # row-major: (r, c) at r * TN + c
     A_SZ, B_SZ, C_SZ = TM * TK, TK * TN, lc.cosize
     STAGE = A_SZ + B_SZ
-    C_ROW_CHUNKS = TN // 4  # 16-byte chunks (four float32) in a row of the C tile
-    C_CHUNKS = TM * C_ROW_CHUNKS
     LAST = stages - 1
     PENDING = stages - 2  # copy groups still in flight once a slice's own have landed
 
     @cuda.jit(launch_bounds=(THREADS, 1))
-    def async_gemm(a, b, out, m, n, k):
+    def async_gemm(a, b, out, bias, m, n, k):
         smem = cuda.shared.array(shape=(0,), dtype=np.float16, alignment=16)
         base = shared_address(smem, 0)
         tid = cuda.threadIdx.x
@@ -176,30 +194,33 @@ def kernel(issue_slice, layout: str, stages: int):
             write = write + 1 if write < LAST else 0
         # The epilogue goes through shared memory: cuBLASDx's copy_fragment puts each thread's values
         # at their places in a row-major C tile (code generated for these layouts, unrolled), then
-        # every thread stores whole rows' 16-byte chunks, coalesced. Storing each value from
+        # the store reads that tile in whole rows' chunks, coalesced. Storing each value from
         # frag_coords(i) costs ~100 instructions a value in a loop the compiler does not unroll.
         cp_async_wait_group(0)
         cuda.syncthreads()  # every warp is done with the stages: the C tile overwrites them
         ctile = cuda.shared.array(shape=(0,), dtype=np.float32, alignment=16)  # the same bytes as smem
         copy_fragment(acc, make_tensor(window(ctile, 0, TM * TN), lsc))
         cuda.syncthreads()
-        for j in range(C_CHUNKS // THREADS):
-            idx = tid + j * THREADS
-            r, c = idx // C_ROW_CHUNKS, 4 * (idx % C_ROW_CHUNKS)
-            if row0 + r < m and col0 + c < n:  # n is a multiple of 8: a chunk is all in or all out
-                for e in range(4):
-                    out[row0 + r, col0 + c + e] = ctile[r * TN + c + e]
+        store(ctile, out, bias, row0, col0, m, n, tid)
 
     return async_gemm, max(stages * STAGE_BYTES, 4 * TM * TN)
+
+
+@functools.lru_cache(maxsize=None)
+def _no_bias():
+    """The bias argument of a kernel whose store takes none (one float32 on the device, kept)."""
+    from numba import cuda
+
+    return cuda.to_device(np.zeros(1, np.float32))
 
 
 class AsyncGemm:
     """``out = A @ B`` (fp16 in, float32 out, row-major, K and N multiples of 8) with the learner's
     chunk copies ``issue_slice``, in ``layout`` ("plain" or "suggested"), ``stages`` slices in flight."""
 
-    def __init__(self, issue_slice, layout: str = "suggested", stages: int = 3):
-        self.layout, self.stages = layout, stages
-        self.dispatcher, self.smem_bytes = kernel(issue_slice, layout, stages)
+    def __init__(self, issue_slice, layout: str = "suggested", stages: int = 3, store_tile=None):
+        self.layout, self.stages, self.store_tile = layout, stages, store_tile
+        self.dispatcher, self.smem_bytes = kernel(issue_slice, layout, stages, store_tile)
         self.compile_seconds = None
         self._opted_in = False
 
@@ -222,13 +243,13 @@ class AsyncGemm:
         if k % CH or n % CH:
             raise KernelLabArgumentError(f"K = {k} and N = {n} must be multiples of 8: a 16-byte chunk of a row must "
                                          "start on 16 bytes (gemm.BlockGemm serves other shapes)")
-        return (a, b, out, np.int32(m), np.int32(n), np.int32(k)), (-(-m // TM), -(-n // TN))
+        return (a, b, out, _no_bias(), np.int32(m), np.int32(n), np.int32(k)), (-(-m // TM), -(-n // TN))
 
-    def launcher(self, a, b, out):
+    def launcher(self, a, b, out, *bias):
         """A no-argument function that launches this kernel on these arrays (for kl.benchmark)."""
         from .toolchain import launch_types, set_max_dynamic_shared_memory
 
-        args, grid = self._args(a, b, out)
+        args, grid = self._args(a, b, out, *bias)
         if self.compile_seconds is None:
             t0 = time.perf_counter()
             self.dispatcher.compile(launch_types(self.dispatcher, args))
@@ -239,8 +260,8 @@ class AsyncGemm:
         launch = self.dispatcher[grid, THREADS, 0, self.smem_bytes]
         return lambda: launch(*args)
 
-    def __call__(self, a, b, out):
-        self.launcher(a, b, out)()
+    def __call__(self, a, b, out, *bias):
+        self.launcher(a, b, out, *bias)()
         return out
 
 
@@ -250,21 +271,29 @@ class AsyncConv(AsyncGemm):
     (R*S*C, K) fp16 matrix (``references.filters_rsc``) and float32 ``out`` (row (n, oh, ow) is an
     output pixel: channels-last as well). The learner's ``issue_slice`` gathers A's chunks from the
     image: with C a multiple of 8, columns 8j..8j+7 of a row are eight channels of one input pixel,
-    one 16-byte copy (zeros in the padding). It closes over the geometry, so it is built for one."""
+    one 16-byte copy (zeros in the padding). It closes over the geometry, so it is built for one.
 
-    def __init__(self, issue_slice, geometry, layout: str = "suggested", stages: int = 3):
-        super().__init__(issue_slice, layout, stages)
+    With the learner's ``store_tile`` (06.3's conv layer: see :func:`kernel`), ``out`` is float16 and
+    the launch takes the layer's float32 ``bias`` (K,) after it: ``conv(x, wmat, out, bias)``."""
+
+    def __init__(self, issue_slice, geometry, layout: str = "suggested", stages: int = 3, store_tile=None):
+        super().__init__(issue_slice, layout, stages, store_tile)
         self.geometry = geometry
 
     def label(self) -> str:
         return f"implicit GEMM, cp.async, {self.layout} layouts, {self.stages} stages"
 
-    def _args(self, x, wmat, out):
+    def _args(self, x, wmat, out, bias=None):
         from .toolchain import as_device
 
         g = self.geometry
+        layer = self.store_tile is not None
+        if layer != (bias is not None):
+            raise KernelLabArgumentError("a conv built with store_tile takes the layer's bias after out, "
+                                         "conv(x, wmat, out, bias); one without takes none")
         x, wmat, out = as_device(x), as_device(wmat), as_device(out)
-        for name, v, nd, dt in (("x", x, 4, np.float16), ("wmat", wmat, 2, np.float16), ("out", out, 2, np.float32)):
+        out_dt = np.float16 if layer else np.float32
+        for name, v, nd, dt in (("x", x, 4, np.float16), ("wmat", wmat, 2, np.float16), ("out", out, 2, out_dt)):
             if v.ndim != nd or np.dtype(v.dtype) != dt:
                 raise KernelLabArgumentError(f"{name} must be a {nd}-D {np.dtype(dt).name} array, got {v.ndim}-D "
                                              f"{np.dtype(v.dtype).name}")
@@ -282,5 +311,12 @@ class AsyncConv(AsyncGemm):
                                          f"{wmat.shape}")
         if out.shape != (g.gemm_m, kf):
             raise KernelLabArgumentError(f"out must be (N*OH*OW, K) = {(g.gemm_m, kf)}, got {out.shape}")
-        args = (x, wmat, out, np.int32(g.gemm_m), np.int32(kf), np.int32(g.gemm_k))
+        if layer:
+            bias = as_device(bias)
+            if bias.ndim != 1 or np.dtype(bias.dtype) != np.float32 or bias.shape[0] != kf:
+                raise KernelLabArgumentError(f"bias must be a 1-D float32 array of K = {kf} values (one a filter), "
+                                             f"got {bias.ndim}-D {np.dtype(bias.dtype).name} of shape {bias.shape}")
+        else:
+            bias = _no_bias()
+        args = (x, wmat, out, bias, np.int32(g.gemm_m), np.int32(kf), np.int32(g.gemm_k))
         return args, (-(-g.gemm_m // TM), -(-kf // TN))

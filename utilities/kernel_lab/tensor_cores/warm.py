@@ -314,7 +314,7 @@ def async_kernel_and_types(job: Job, cc):
     opts = dict(job.config)
     dispatcher, _ = async_gemm.kernel(no_copies, opts["layout"], opts["stages"])
     f16, f32, i32 = types.Array(types.float16, 2, "C"), types.Array(types.float32, 2, "C"), types.int32
-    return dispatcher, (f16, f16, f32, i32, i32, i32)
+    return dispatcher, (f16, f16, f32, types.Array(types.float32, 1, "C"), i32, i32, i32)  # a, b, out, bias, m, n, k
 
 
 KERNELS = {"pipeline": pipeline_kernel_and_types, "ozaki": ozaki_kernel_and_types,
