@@ -35,6 +35,9 @@ from kernel_lab import acquire
 assert kernel_lab.load_acquire is acquire.load_acquire and hasattr(kernel_lab.load_acquire, "_defn")  # an intrinsic
 text = str(acquire.acquire_asm(fn, 32))
 assert "sideeffect" in text and "~{memory}" in text and "ld.acquire.gpu.global.b32" in text, text
+text = str(acquire.acquire_asm(fn, 32, scope="sys"))  # module 09's flag poll over NVLink
+assert "ld.acquire.sys.global.b32" in text and "sideeffect" in text, text
+assert hasattr(acquire.load_acquire_system, "_defn")
 print("ok")
 """
 

@@ -25,7 +25,11 @@ publisher needs no fence either (one ``cuda.atomic.exch`` of the word), and the 
 invalidated after every poll (an acquire load is followed by ``CCTL.IVALL`` in the SASS): this is
 how CUB's single-pass scan publishes 4-byte totals.
 
-In the simulator both are a plain read and a scheduling point of the interleaved block schedules (as
+``kl.acquire.load_acquire_system(array, i)`` is ``ld.acquire.sys.global``: the same acquire at system
+scope, for a flag that another GPU (or the host) sets, as module 09's one-shot all-reduce polls its
+peer's flag over NVLink; a ``.gpu`` acquire orders nothing with respect to another GPU's stores.
+
+In the simulator all three are a plain read and a scheduling point of the interleaved block schedules (as
 ``cuda.ldcv`` is there).
 """
 
@@ -33,24 +37,26 @@ from __future__ import annotations
 
 from .environment import on_simulator
 
-__all__ = ["load_acquire", "load_relaxed"]
+__all__ = ["load_acquire", "load_relaxed", "load_acquire_system"]
+
+_SUFFIX = {"gpu": "", "sys": "_system"}  # PTX scope -> the Python name's suffix
 
 
-def acquire_asm(fn_type, bits: int, semantics: str = "acquire"):
-    """``ld.<semantics>.gpu.global.b<bits>`` as inline PTX with side effects and a memory clobber."""
+def acquire_asm(fn_type, bits: int, semantics: str = "acquire", scope: str = "gpu"):
+    """``ld.<semantics>.<scope>.global.b<bits>`` as inline PTX with side effects and a memory clobber."""
     from llvmlite import ir
     from numba.cuda.cache_hints import CONSTRAINT_MAP
 
-    return ir.InlineAsm(fn_type, f"ld.{semantics}.gpu.global.b{bits} $0, [$1];",
+    return ir.InlineAsm(fn_type, f"ld.{semantics}.{scope}.global.b{bits} $0, [$1];",
                         f"={CONSTRAINT_MAP[bits]},l,~{{memory}}", side_effect=True)
 
 
-def _gpu_load(semantics: str):
+def _gpu_load(semantics: str, scope: str = "gpu"):
     from llvmlite import ir
     from numba.cuda import cache_hints as ch
     from numba.cuda.extending import intrinsic
 
-    name = f"load_{semantics}"
+    name = f"load_{semantics}" + _SUFFIX[scope]
 
     def load(typingctx, array, index):
         ch._validate_arguments(name, array, index)
@@ -61,7 +67,7 @@ def _gpu_load(semantics: str):
             loaded = context.get_value_type(array_type.dtype)
             bits = array_type.dtype.bitwidth
             ptr = ch._get_element_pointer(context, builder, index_type, args[1], array_type, args[0])
-            asm = acquire_asm(ir.FunctionType(loaded, [loaded.as_pointer()]), bits, semantics)
+            asm = acquire_asm(ir.FunctionType(loaded, [loaded.as_pointer()]), bits, semantics, scope)
             return builder.call(asm, [ptr])
 
         return array.dtype(array, index), codegen
@@ -70,7 +76,7 @@ def _gpu_load(semantics: str):
     return intrinsic(load)
 
 
-def _simulated_load(semantics: str):
+def _simulated_load(semantics: str, scope: str = "gpu"):
     """The simulator's: memory there is sequentially consistent; the read is a scheduling point."""
     from .simulator.grid import scheduling_point
 
@@ -79,10 +85,11 @@ def _simulated_load(semantics: str):
                          defer=True)
         return array[i]
 
-    load.__name__ = f"load_{semantics}"
+    load.__name__ = f"load_{semantics}" + _SUFFIX[scope]
     return load
 
 
 _make = _simulated_load if on_simulator() else _gpu_load
 load_acquire = _make("acquire")
 load_relaxed = _make("relaxed")
+load_acquire_system = _make("acquire", "sys")

@@ -16,7 +16,9 @@ as a Python thread. `install()` adds what the course needs on top of it:
 * ``cuda.jit`` accepting all of numba-cuda's keywords (`jit_options`), and CUDA events that
   measure wall-clock time (`events`);
 * block schedules that run blocks in reverse or interleaved at atomics, fences and volatile reads,
-  and report blocks that wait for each other forever, `GridStall` (`grid`).
+  and report blocks that wait for each other forever, `GridStall` (`grid`);
+* arrays whose stores other blocks see only after a fence, `DelayedStores` (`visibility`): a
+  missing fence between data and flag made observable.
 
 On a machine with a GPU the simulator is off, `install()` returns False and changes nothing;
 the error classes can still be imported (for ``pytest.raises`` and ``except`` clauses).
@@ -41,6 +43,7 @@ from .errors import (
 from .grid import GridStall, block_schedule
 from .install import install, is_installed, simulator_active, supports_warp_operations
 from .settings import race_detection, settings, time_limit
+from .visibility import DelayedStores
 
 __all__ = [
     "install",
@@ -52,6 +55,7 @@ __all__ = [
     "time_limit",
     "block_schedule",
     "GridStall",
+    "DelayedStores",
     "KernelLabSimulatorError",
     "SharedMemoryRace",
     "OutOfBoundsAccess",

@@ -37,7 +37,8 @@ with :class:`GridStall`, naming the blocks and the kernel line they spin on. A b
 with plain loads (no scheduling point) cannot be seen; ``settings.hang_timeout_s`` then applies.
 
 Memory stays sequentially consistent (Python threads): a missing ``cuda.threadfence()`` is not
-detectable here; the course's checks look for it in the kernel's source instead.
+detectable here; the course's checks look for it in the kernel's source instead, except for arrays
+wrapped in `visibility.DelayedStores`, whose stores other blocks see only after a fence.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ import sys
 import threading
 import time
 
+from . import visibility
 from .errors import KernelLabSimulatorError
 from .frames import format_site, user_frame
 
@@ -98,6 +100,7 @@ class _Schedule:
         self.seed = 0
         self.resident = None
         self.slow_blocks = True
+        self.late = frozenset()
         self.stall_limit = 20000
 
 
@@ -111,28 +114,33 @@ class block_schedule:
     for the launches inside the block. ``resident`` limits how many blocks run at once
     (interleaved only; ``None``: all of them). ``slow_blocks=False`` (interleaved only) never holds
     a block back after it publishes: module 02's check reruns a failing schedule that way to tell
-    a look-back that does not wait from one that reads in the wrong order.
+    a look-back that does not wait from one that reads in the wrong order. ``late`` (interleaved
+    only): linear block numbers that start only once every other block has finished or waits at a
+    flag poll (a volatile or acquire read), as the kernel of a GPU that the host launched later
+    (module 09's two simulated GPUs): a reader that does not wait then reads what was never written.
     """
 
-    def __init__(self, order="in order", *, seed=0, resident=None, slow_blocks=True):
+    def __init__(self, order="in order", *, seed=0, resident=None, slow_blocks=True, late=()):
         if order not in ORDERS:
             raise ValueError(f"block_schedule: order must be one of {', '.join(map(repr, ORDERS))}, got {order!r}")
         if resident is not None and (not isinstance(resident, int) or resident < 1):
             raise ValueError(f"block_schedule: resident must be a whole number >= 1 or None, got {resident!r}")
-        self._previous = (schedule.order, schedule.seed, schedule.resident, schedule.slow_blocks)
+        self._previous = (schedule.order, schedule.seed, schedule.resident, schedule.slow_blocks, schedule.late)
         schedule.order, schedule.seed, schedule.resident = order, int(seed), resident
         schedule.slow_blocks = bool(slow_blocks)
+        schedule.late = frozenset(int(b) for b in late)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc_info):
-        schedule.order, schedule.seed, schedule.resident, schedule.slow_blocks = self._previous
+        schedule.order, schedule.seed, schedule.resident, schedule.slow_blocks, schedule.late = self._previous
         return False
 
     def __repr__(self):
         slow = "" if schedule.slow_blocks else ", slow_blocks=False"
-        return f"block_schedule({schedule.order!r}, seed={schedule.seed}, resident={schedule.resident}{slow})"
+        late = f", late={sorted(schedule.late)}" if schedule.late else ""
+        return f"block_schedule({schedule.order!r}, seed={schedule.seed}, resident={schedule.resident}{slow}{late})"
 
 
 def block_order(grid_points, order, seed):
@@ -148,7 +156,7 @@ def block_order(grid_points, order, seed):
 class GridBaton:
     """Which block may pass its next scheduling point (interleaved schedules only)."""
 
-    def __init__(self, seed, stall_limit, queue=(), resident=None, slow_blocks=True):
+    def __init__(self, seed, stall_limit, queue=(), resident=None, slow_blocks=True, late=frozenset()):
         self.cond = threading.Condition()
         self.queue = list(queue)  # runners not admitted yet, in start order
         self.resident = resident or max(1, len(self.queue))
@@ -173,6 +181,11 @@ class GridBaton:
         # A generator of its own, so that `rng`'s draws stay as they were for the same candidates.
         self.hold_rng = random.Random(seed + HOLD_SEED_OFFSET) if slow_blocks else None
         self.held = {}  # runner -> points other blocks pass before it may be given a turn again
+        # Late blocks (block numbers): not started while a block that is not late runs on without
+        # waiting at a flag poll (`polling`: its last scheduling point was a deferred read).
+        self.late = frozenset(late)
+        self.polling = set()
+        self.begun = set()  # runners that have had their first turn
 
     # --- blocks come and go -----------------------------------------------------------------
     def _admit(self):
@@ -182,8 +195,11 @@ class GridBaton:
             runner = self.queue.pop(0)
             self.live.append(runner)
             self.admitted.append(runner)
-            if self.holder is None:
+            if self.holder is None and runner.block_number not in self.late:
                 self.holder = runner
+        if self.holder is None and self.live and not self.late.isdisjoint(r.block_number for r in self.live) \
+                and all(r.block_number in self.late for r in self.live):
+            self.holder = self.live[0]  # only late blocks are left to run
 
     def started(self, runner):
         """A block's threads are about to start: wait for its turn."""
@@ -198,6 +214,7 @@ class GridBaton:
                     elif watch.holder is not self.holder:
                         watch = _Watch(self.holder)
             self.holder = runner
+            self.begun.add(runner)
             self.cond.notify_all()
 
     def finished(self, runner):
@@ -207,6 +224,7 @@ class GridBaton:
             self.waiting.pop(runner, None)
             self.deferred.pop(runner, None)
             self.held.pop(runner, None)
+            self.polling.discard(runner)
             self.quiet_points = 0
             self._admit()
             if self.holder is runner:
@@ -253,6 +271,10 @@ class GridBaton:
                 raise self.stall
             if defer and len(self.live) > 1:
                 self.deferred[runner] = 2 * len(self.live)
+            if defer:
+                self.polling.add(runner)
+            else:
+                self.polling.discard(runner)
             self.waiting[runner] = self.waiting.get(runner, 0) + 1
             try:
                 if self.holder is runner or self.holder is None:
@@ -287,6 +309,8 @@ class GridBaton:
         runs), so the candidates are all of them, in a fixed order: the seed alone decides."""
         others = sorted((r for r in self.live if r is not runner),
                         key=lambda r: r.block_number)  # a deterministic list for the seeded choice
+        if self.late and not all(r in self.polling for r in self.live if r.block_number not in self.late):
+            others = [r for r in others if r.block_number not in self.late or r in self.begun]
         unheld = [r for r in others if r not in self.held]
         if unheld or runner in self.live:
             others = unheld  # held blocks wait (the runner keeps the baton if no other can go on)
@@ -351,7 +375,7 @@ def run_grid(blocks, run_one):
         blocks[index][0].block_number = index
     resident = 1 if order == "reverse" else (schedule.resident or len(blocks))
     baton = GridBaton(schedule.seed, schedule.stall_limit, [blocks[i][0] for i in starts], resident,
-                      slow_blocks=schedule.slow_blocks)
+                      slow_blocks=schedule.slow_blocks, late=schedule.late if order == "interleaved" else ())
     _current["baton"] = baton
     index_of = {id(blocks[i][0]): i for i in starts}
     errors = {}
@@ -391,6 +415,7 @@ def run_grid(blocks, run_one):
             driver.join()
     finally:
         _current["baton"] = None
+        visibility.launch_ended()  # a kernel boundary: delayed stores become visible
     if errors:
         stalls = [e for e in errors.values() if isinstance(e, GridStall)]
         first = next((errors[i] for i in starts if i in errors and not isinstance(errors[i], GridStall)), None)
@@ -398,10 +423,12 @@ def run_grid(blocks, run_one):
 
 
 def fence(name, original):
-    """``cuda.threadfence()`` and friends: a scheduling point (what the fence orders is already
-    ordered here: memory is sequentially consistent)."""
+    """``cuda.threadfence()`` and friends: a scheduling point. What the fence orders is already
+    ordered here (memory is sequentially consistent), except the stores of `visibility.DelayedStores`
+    arrays, which the fence publishes first when its scope covers theirs."""
 
     def threadfence(self):
+        visibility.fenced(name)
         scheduling_point(f"cuda.{name}()")
         if original is not None:
             return original(self)

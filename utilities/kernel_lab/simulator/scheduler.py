@@ -220,7 +220,14 @@ class BlockRunner:
         from . import grid
 
         if grid.schedule.order == "in order":
-            return self._run(grid_point, args)
+            last = tuple(int(g) for g in grid_point) == tuple(d - 1 for d in self.grid_dim)
+            try:
+                return self._run(grid_point, args)
+            finally:
+                if last:
+                    from . import visibility
+
+                    visibility.launch_ended()  # a kernel boundary: delayed stores become visible
         context = sim_kernel._get_kernel_context()
         pending = context.__dict__.setdefault("_kernel_lab_pending_blocks", [])
         pending.append((self, grid_point, args))
