@@ -1,0 +1,189 @@
+"""Hopper's bulk copy through an mbarrier, from Numba: the round-trip kernel, its protocol mutants,
+and a compile for sm_90a without a GPU.
+
+The kernel copies ``rounds`` tiles of ``n`` float32 from global memory into one shared tile with
+``cp_async_bulk`` (thread 0 issues it) and writes each back, reusing the tile and its two barriers
+every round: ``full`` (count 1: the producer's arrive_expect_tx plus the copy's bytes) and ``empty``
+(count = the block's threads: each arrives once it has read the tile, so the producer may overwrite
+it). Round ``r`` waits on ``full`` with parity ``r & 1``; the producer waits on ``empty`` with
+parity ``(r & 1) ^ 1`` (on a fresh barrier parity 1 passes at once, so round 0 does not wait).
+
+``make_round_trip(mutant)`` builds the kernel or one of the classic mistakes (``MUTANTS``);
+tests/test_async_copy_intrinsics.py runs them in the simulator. Offline (no GPU):
+
+    NUMBA_ENABLE_CUDASIM=0 /tmp/nvenv/bin/python scripts/hopper_async_copy.py --offline
+
+compiles the kernel to PTX for sm_90a with numba-cuda, assembles it with ptxas (from the CUDA
+toolkit on PATH), and checks that a compile for sm_80 is refused with kernel_lab's message.
+On an H100/H200: ``python scripts/hopper_async_copy.py --gpu`` runs the kernel at 16 B .. 48 KB.
+Question it answers: do the intrinsics assemble and run as the simulator's model says?
+Result (offline, CUDA 13.0 ptxas, no GPU): assembles for sm_90a; the GPU run is still to be done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from numba import (
+    cuda,  # at module level: the simulator swaps the kernel module's `cuda` for its own
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+MUTANTS = {
+    "wrong parity": "the producer waits on `empty` with parity r & 1 instead of (r & 1) ^ 1 (hangs in round 0)",
+    "expect too many": "arrive_expect_tx announces 16 bytes more than the copy carries (the phase never completes)",
+    "expect too few": "arrive_expect_tx announces 16 bytes fewer than the copy carries (the phase completes early)",
+    "no wait": "the threads read the tile without waiting on `full`",
+    "no fence": "thread 0 initialises the barriers without fence_mbarrier_init()",
+}
+SIZES_BYTES = (16, 48, 256, 4096, 48 * 1024)
+
+
+def make_round_trip(mutant: str | None = None):
+    """The round-trip kernel ``(src, out, n, rounds)``; launch ``[1, threads, 0, 4 * n]``."""
+    from kernel_lab.device.bulk_copy import cp_async_bulk
+    from kernel_lab.device.mbarrier import (
+        fence_mbarrier_init,
+        mbarrier_arrive,
+        mbarrier_arrive_expect_tx,
+        mbarrier_init,
+        mbarrier_wait_parity,
+    )
+
+    if mutant is not None and mutant not in MUTANTS:
+        raise ValueError(f"unknown mutant {mutant!r}; known: {', '.join(MUTANTS)}")
+    empty_flip = 0 if mutant == "wrong parity" else 1
+    extra = {"expect too many": 16, "expect too few": -16}.get(mutant, 0)
+    wait_full = mutant != "no wait"
+    fence = mutant != "no fence"
+
+    @cuda.jit
+    def round_trip(src, out, n, rounds):
+        tile = cuda.shared.array(0, np.float32)
+        bars = cuda.shared.array(2, np.uint64)  # 0: full, 1: empty
+        tid = cuda.threadIdx.x
+        nbytes = 4 * n
+        if tid == 0:
+            mbarrier_init(bars, 0, 1)
+            mbarrier_init(bars, 1, cuda.blockDim.x)
+            if fence:
+                fence_mbarrier_init()
+        cuda.syncthreads()
+        for r in range(rounds):
+            if tid == 0:
+                mbarrier_wait_parity(bars, 1, (r & 1) ^ empty_flip)  # everyone has read round r - 1
+                mbarrier_arrive_expect_tx(bars, 0, nbytes + extra)
+                cp_async_bulk(tile, 0, src, r * n, nbytes, bars, 0)
+            if wait_full:
+                mbarrier_wait_parity(bars, 0, r & 1)
+            for i in range(tid, n, cuda.blockDim.x):
+                out[r * n + i] = tile[i]
+            mbarrier_arrive(bars, 1)
+
+    return round_trip
+
+
+def run_round_trip(kernel, nbytes: int, rounds: int = 2, threads: int = 32, seed: int = 0):
+    """Launch on random input; returns (input, output) as host arrays."""
+    n = nbytes // 4
+    src = np.random.default_rng(seed).standard_normal(rounds * n).astype(np.float32)
+    out = np.zeros_like(src)
+    d_src, d_out = cuda.to_device(src), cuda.to_device(out)
+    kernel[1, threads, 0, nbytes](d_src, d_out, n, rounds)
+    return src, d_out.copy_to_host()
+
+
+def _ptx(cc):
+    from numba import types
+
+    kernel = make_round_trip()
+    sig = (types.float32[::1], types.float32[::1], types.int32, types.int32)
+    ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=cc)
+    return ptx
+
+
+def offline() -> int:
+    sys.path.insert(0, str(ROOT / "utilities"))
+    from kernel_lab.validate import KernelLabArgumentError
+    from numba.cuda import dispatcher
+
+    class Hopper:  # a device function (mbarrier_wait_parity) asks the current GPU for its cc
+        compute_capability, id = (9, 0), 0
+
+    dispatcher.get_current_device = Hopper
+    ptx = _ptx((9, 0, "a"))
+    needed = ("mbarrier.init.shared::cta.b64", "mbarrier.arrive.expect_tx.shared::cta.b64",
+              "mbarrier.try_wait.parity.shared::cta.b64", "fence.mbarrier_init.release.cluster",
+              "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes")
+    missing = [s for s in needed if s not in ptx]
+    if missing:
+        print("FAILED: the PTX lacks", missing)
+        return 1
+    target = next(ln for ln in ptx.splitlines() if ln.startswith(".target"))
+    print(f"PTX for {target.split()[1]}: {len(ptx)} characters, every instruction present")
+    ptxas = shutil.which("ptxas")
+    if ptxas is None:
+        print("SKIPPED assembling: no ptxas on PATH")
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            src, cubin = Path(tmp) / "round_trip.ptx", Path(tmp) / "round_trip.cubin"
+            src.write_text(ptx)
+            run = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(src), "-o", str(cubin)], check=False,
+                                 capture_output=True, text=True)
+            if run.returncode:
+                print("FAILED: ptxas\n" + run.stderr)
+                return 1
+            usage = [ln.split("info    : ")[-1] for ln in run.stderr.splitlines() if "Used" in ln]
+            print(f"ptxas -arch=sm_90a: {cubin.stat().st_size} bytes of SASS; {'; '.join(usage)}")
+    try:
+        _ptx((8, 0))
+    except Exception as exc:  # noqa: BLE001 - Numba wraps the package's error in its own
+        text = str(exc)
+        if "compute capability 9.0" not in text:
+            print("FAILED: sm_80 refused with an unexpected message:\n" + text)
+            return 1
+        line = next(ln for ln in text.splitlines() if "compute capability 9.0" in ln)
+        kind = "KernelLabArgumentError" if isinstance(exc, KernelLabArgumentError) or \
+            KernelLabArgumentError.__name__ in text else type(exc).__name__
+        print(f"sm_80 refused ({kind}): {line.strip()}")
+    else:
+        print("FAILED: the kernel compiled for sm_80")
+        return 1
+    return 0
+
+
+def gpu() -> int:
+    kernel = make_round_trip()
+    failed = 0
+    for nbytes in SIZES_BYTES:
+        src, out = run_round_trip(kernel, nbytes)
+        ok = np.array_equal(src, out)
+        failed += not ok
+        print(f"{nbytes:6d} B x 2 rounds: {'ok' if ok else 'WRONG'}")
+    return 1 if failed else 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--offline", action="store_true", help="compile for sm_90a and assemble, no GPU needed")
+    p.add_argument("--gpu", action="store_true", help="run the round trip on the GPU")
+    args = p.parse_args()
+    sys.path.insert(0, str(ROOT / "utilities"))
+    if args.offline:
+        if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
+            print("run with NUMBA_ENABLE_CUDASIM=0: the offline compile needs Numba's real CUDA target")
+            return 2
+        return offline()
+    return gpu()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""Hopper's mbarriers and bulk copy (kernel_lab.device.mbarrier, .bulk_copy) in the simulator, and
+their PTX assembled for sm_90a without a GPU.
+
+The round-trip kernel and its mutants live in scripts/hopper_async_copy.py (the same file runs them
+on an H100/H200). Each mutant is one classic protocol mistake, caught with a message that names it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import kernel_lab.simulator as ksim
+from kernel_lab.check import CheckFailed, finishes_within
+from kernel_lab.environment import on_simulator
+from numba import cuda
+
+pytestmark = pytest.mark.skipif(not on_simulator(), reason="runs the simulator's models of the intrinsics")
+
+import hopper_async_copy as hac
+from kernel_lab.device import async_copy_sim
+from kernel_lab.device.mbarrier import (
+    mbarrier_arrive,
+    mbarrier_arrive_expect_tx,
+    mbarrier_init,
+    mbarrier_try_wait_parity,
+)
+
+ksim.install()
+MUTANT_BYTES = 256
+HANG_LIMIT_S = 6
+
+
+@pytest.mark.parametrize("nbytes", hac.SIZES_BYTES)
+def test_round_trip_two_phases(nbytes):
+    src, out = hac.run_round_trip(hac.make_round_trip(), nbytes, rounds=2)
+    async_copy_sim.check_no_in_flight(out, "round trip")
+    np.testing.assert_array_equal(out, src)
+
+
+def test_parity_and_counts_of_one_barrier():
+    """A fresh barrier is in phase 0: parity 1 (the phase before) counts as complete, parity 0 not;
+    arrivals complete a phase only with the tx-count at 0."""
+    seen = np.zeros(8, np.int32)
+
+    @cuda.jit
+    def probe(seen):
+        bars = cuda.shared.array(1, np.uint64)
+        mbarrier_init(bars, 0, 2)
+        seen[0] = mbarrier_try_wait_parity(bars, 0, 0)
+        seen[1] = mbarrier_try_wait_parity(bars, 0, 1)
+        mbarrier_arrive(bars, 0)
+        seen[2] = mbarrier_try_wait_parity(bars, 0, 0)  # one of two arrivals
+        mbarrier_arrive_expect_tx(bars, 0, 16)
+        seen[3] = mbarrier_try_wait_parity(bars, 0, 0)  # both arrived, 16 bytes still expected
+        mbarrier_init(bars, 0, 1)
+        mbarrier_arrive(bars, 0)
+        seen[4] = mbarrier_try_wait_parity(bars, 0, 0)  # phase 0 complete
+        seen[5] = mbarrier_try_wait_parity(bars, 0, 1)  # phase 1 in progress
+        mbarrier_arrive(bars, 0)
+        seen[6] = mbarrier_try_wait_parity(bars, 0, 1)
+        seen[7] = mbarrier_try_wait_parity(bars, 0, 0)  # phase 2 in progress: parity 0 again
+
+    probe[1, 1](seen)
+    assert seen.tolist() == [0, 1, 0, 0, 1, 0, 1, 0]
+
+
+def _launch(mutant, rounds=2):
+    return hac.run_round_trip(hac.make_round_trip(mutant), MUTANT_BYTES, rounds=rounds)
+
+
+def test_wrong_parity_hangs_and_is_named():
+    with pytest.raises(CheckFailed) as info, finishes_within("round trip", HANG_LIMIT_S):
+        _launch("wrong parity")
+    message = str(info.value)
+    assert "did not finish" in message
+    assert "mbarrier bars[1]" in message and "no thread has arrived in this phase" in message
+    assert "wrong parity" in message
+
+
+def test_expect_tx_too_large_hangs_and_is_named():
+    with pytest.raises(CheckFailed) as info, finishes_within("round trip", HANG_LIMIT_S):
+        _launch("expect too many")
+    message = str(info.value)
+    assert "mbarrier bars[0]" in message and "16 expected bytes will never arrive" in message
+    assert "announced more bytes than the cp_async_bulk copies carry" in message
+
+
+def test_expect_tx_too_small_completes_early():
+    _src, out = _launch("expect too few")
+    with pytest.raises(async_copy_sim.ReadBeforeWait, match="read the destination before its data landed"):
+        async_copy_sim.check_no_in_flight(out, "round trip")
+    # the phase completed 16 bytes early: the last 4 floats of round 0 had not landed
+    assert async_copy_sim.in_flight_mask(out[:MUTANT_BYTES // 4]).sum() == 4
+
+
+def test_read_before_wait_sees_in_flight_bytes():
+    _src, out = _launch("no wait", rounds=1)
+    with pytest.raises(async_copy_sim.ReadBeforeWait) as info:
+        async_copy_sim.check_no_in_flight(out, "round trip")
+    assert "0x7D" in str(info.value) and "a missing wait" in str(info.value)
+
+
+def test_read_before_wait_then_reusing_the_barrier_is_named():
+    """Without the wait, round 1 arrives on `full` while its phase 0 is still open."""
+    with pytest.raises(async_copy_sim.MbarrierProtocolError, match="more arrivals on bars.0. than its count"):
+        _launch("no wait", rounds=2)
+
+
+def test_missing_fence_is_named():
+    with pytest.raises(async_copy_sim.MbarrierProtocolError, match="not made visible to the copy engine"):
+        _launch("no fence")
+
+
+def test_barrier_used_before_init_is_named():
+    @cuda.jit
+    def early(out):
+        bars = cuda.shared.array(1, np.uint64)
+        if cuda.threadIdx.x == 1:
+            mbarrier_init(bars, 0, 1)
+        out[0] = mbarrier_try_wait_parity(bars, 0, 0) if cuda.threadIdx.x == 0 else 0
+
+    with pytest.raises(async_copy_sim.MbarrierProtocolError, match="used before mbarrier_init"):
+        early[1, 1](np.zeros(1, np.int32))
+
+
+@pytest.mark.parametrize("nbytes, message", [(24, "positive multiple of 16"), (0, "positive multiple of 16")])
+def test_bulk_copy_sizes_refused(nbytes, message):
+    from kernel_lab.device.bulk_copy import cp_async_bulk
+    from kernel_lab.device.mbarrier import fence_mbarrier_init
+
+    @cuda.jit
+    def copy(src, n):
+        tile = cuda.shared.array(64, np.float32)
+        bars = cuda.shared.array(1, np.uint64)
+        mbarrier_init(bars, 0, 1)
+        fence_mbarrier_init()
+        cp_async_bulk(tile, 0, src, 0, n, bars, 0)
+
+    with pytest.raises(async_copy_sim.MbarrierProtocolError, match=message):
+        copy[1, 1](np.zeros(64, np.float32), nbytes)
+
+
+def test_misaligned_source_refused():
+    from kernel_lab.device.bulk_copy import cp_async_bulk
+    from kernel_lab.device.mbarrier import fence_mbarrier_init
+
+    @cuda.jit
+    def copy(src):
+        tile = cuda.shared.array(64, np.float32)
+        bars = cuda.shared.array(1, np.uint64)
+        mbarrier_init(bars, 0, 1)
+        fence_mbarrier_init()
+        cp_async_bulk(tile, 0, src, 1, 16, bars, 0)  # element 1: 4 bytes past an aligned start
+
+    with pytest.raises(async_copy_sim.MbarrierProtocolError, match="16-byte aligned"):
+        copy[1, 1](np.zeros(64, np.float32))
+
+
+_PROBE = """
+from numba import cuda
+def k(a):
+    a[0] = 1
+cuda.compile_ptx(k, "(int32[:],)", cc=(9, 0))
+"""
+
+
+def _offline_python():
+    """A Python with numba-cuda's real target and NVRTC (the venv the brief names, or one given)."""
+    for candidate in (os.environ.get("KERNEL_LAB_NVRTC_PYTHON"), "/tmp/nvenv/bin/python"):
+        if candidate and Path(candidate).exists():
+            probe = subprocess.run([candidate, "-c", _PROBE], capture_output=True, check=False,
+                                   env=dict(os.environ, NUMBA_ENABLE_CUDASIM="0"), timeout=300)
+            if probe.returncode == 0:
+                return candidate
+    return None
+
+
+def test_ptx_assembles_for_sm90a_and_sm80_is_refused():
+    python = _offline_python()
+    if python is None:
+        pytest.skip("no Python with numba-cuda's NVRTC here (set KERNEL_LAB_NVRTC_PYTHON); "
+                    "scripts/hopper_async_copy.py --offline does this check")
+    if shutil.which("ptxas") is None:
+        pytest.skip("no ptxas on PATH to assemble the PTX")
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
+               PYTHONPATH=f"{ROOT / 'utilities'}:{os.environ.get('PYTHONPATH', '')}")
+    run = subprocess.run([python, str(ROOT / "scripts" / "hopper_async_copy.py"), "--offline"], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "ptxas -arch=sm_90a" in run.stdout
+    assert "sm_80 refused (KernelLabArgumentError)" in run.stdout

@@ -1,0 +1,403 @@
+"""Hopper's mbarriers and bulk copies in the CUDA simulator: the protocol as Python.
+
+``kernel_lab.device.mbarrier`` and ``kernel_lab.device.bulk_copy`` are one line of PTX each on a GPU;
+under the simulator they are the functions below, which keep what the hardware keeps and fail the
+way the hardware misbehaves, so that a wrong protocol shows here as it would on an H100:
+
+* **A barrier** (a 64-bit word in shared memory) has an arrival count (set by ``mbarrier_init``),
+  the arrivals still pending in the current phase, a transaction count in bytes (tx-count) and a
+  phase number. ``arrive`` takes one pending arrival; ``arrive_expect_tx(n)`` adds ``n`` bytes to
+  the tx-count, then arrives; a bulk copy subtracts the bytes it delivers. When no arrival is
+  pending and the tx-count is 0 the phase completes: the phase number moves on and the pending
+  arrivals start again from the count. The state lives here, per block, keyed by the word's
+  address (the word itself holds the number of completed phases, for anyone who prints it).
+* ``try_wait_parity(p)`` is true when the phase of parity ``p`` has completed, that is when the
+  current phase's parity is not ``p`` (a fresh barrier is in phase 0, so parity 1 passes at once:
+  PTX treats it as the phase before, which counts as complete).
+* **A bulk copy** in flight does not land at once. When it is issued, its destination is filled
+  with the *in-flight* byte ``IN_FLIGHT_BYTE`` (0x7D); the bytes arrive in pieces of a quarter of
+  the copy (16 bytes at least), one piece of every copy in flight each time any thread of the block
+  polls a barrier (``try_wait_parity``), and each piece takes its bytes off the tx-count. A kernel
+  that reads the destination before its wait succeeded reads 0x7D bytes (:func:`check_no_in_flight`
+  names it). A piece stops where the tx-count would reach 0, so a phase whose expect-tx was too
+  small completes early with part of the tile still in flight (on a GPU: early, with the rest
+  landing later); the rest waits until the barrier's next phase has begun (an arrival or an
+  expect-tx), so every reader of the early phase sees it missing, whatever the threads' timing.
+  A phase whose expect-tx was too large never completes (a hang).
+* Protocol errors that a GPU leaves undefined stop the kernel with :class:`MbarrierProtocolError`,
+  naming the thread and line: a barrier used before ``mbarrier_init``, more arrivals than the
+  count, a bulk copy on a barrier whose initialisation no fence made visible to the copy engine
+  (the async proxy: ``fence_mbarrier_init()`` or ``fence_proxy_async_shared()`` after the init),
+  sizes and addresses the instruction does not accept.
+* **A hang** (a wait whose phase never completes) spins; under ``simulator.time_limit`` (or
+  ``kernel_lab.check.finishes_within``) the launch stops with ``KernelDidNotFinish``, and its report
+  gains one line per barrier that threads were waiting on, saying why it could not complete: no
+  arrival at all in the awaited phase (a wait on the wrong parity, or for an arrive that comes
+  after the wait), or every arrival in but tx bytes that no copy will deliver.
+
+Memory written by a copy goes straight to the arrays (the race detector does not see the copy
+engine); only C-contiguous arrays are modelled.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+from ..simulator.errors import KernelLabSimulatorError
+
+IN_FLIGHT_BYTE = 0x7D  # 2.1e37 as float32, NaN as float16, 0x7D7D7D7D as int32, 125 as int8
+MAX_COUNT = (1 << 20) - 1  # PTX: arrival counts and tx-counts are 20-bit quantities
+POLL_PAUSE_S = 1e-4  # a failed try_wait gives the other Python threads the interpreter
+
+
+class MbarrierProtocolError(KernelLabSimulatorError):
+    """An mbarrier or bulk copy used against its rules (undefined behaviour on a GPU)."""
+
+
+class ReadBeforeWait(AssertionError):
+    """A kernel's output holds bytes of a bulk copy that had not landed when the kernel read them."""
+
+
+_lock = threading.RLock()
+
+
+class _Barrier:
+    def __init__(self, name, count, thread_id):
+        self.name, self.count = name, count
+        self.pending, self.tx, self.phase = count, 0, 0
+        self.init_thread, self.fenced = thread_id, False
+        self.waiters = {}  # thread id -> parity it waits on
+
+
+class _Copy:
+    def __init__(self, dst, src, barrier, site):
+        self.dst, self.src, self.barrier, self.site = dst, src, barrier, site
+        self.done = 0
+        self.held_phase = None  # set when the barrier completed a phase before the copy ended
+        self.piece = max(16, -(-len(dst) // 64) * 16)  # a quarter, rounded up to 16 bytes
+
+
+class _BlockState:
+    def __init__(self, runner):
+        self.runner = runner
+        self.barriers = {}  # host address of the word -> _Barrier
+        self.copies = []
+
+    def notes(self):
+        """Lines for a launch that ran out of time: each barrier that threads still waited on."""
+        out = []
+        with _lock:
+            for b in self.barriers.values():
+                if not b.waiters:
+                    continue
+                parities = sorted(set(b.waiters.values()))
+                who = f"{len(b.waiters)} thread{'s' if len(b.waiters) > 1 else ''} wait"
+                head = (f"mbarrier {b.name}: {who} on parity {', '.join(map(str, parities))}; it is in "
+                        f"phase {b.phase} (parity {b.phase & 1}), {b.pending} of {b.count} arrivals pending, "
+                        f"tx-count {b.tx} bytes")
+                in_flight = any(c.barrier is b for c in self.copies)
+                if b.pending == b.count and b.tx == 0 and not in_flight:
+                    out.append(head + ": no thread has arrived in this phase, so it never completes. "
+                               "A wait on the wrong parity (the phase after the one meant), or a wait for "
+                               "an arrive that only comes after the wait?")
+                elif b.pending == 0 and b.tx > 0 and not in_flight:
+                    out.append(head + f": every arrival came, but {b.tx} expected bytes will never arrive "
+                               "(no copy on this barrier is in flight): arrive_expect_tx announced more "
+                               "bytes than the cp_async_bulk copies carry.")
+                elif b.pending > 0:
+                    out.append(head + f": {b.pending} arrivals never came.")
+                else:
+                    out.append(head + ".")
+        return out
+
+
+def _runner(what):
+    from ..simulator.scheduler import current_thread
+
+    thread = current_thread(what)
+    return thread, thread.runner
+
+
+def _state(runner) -> _BlockState:
+    with _lock:
+        state = runner.__dict__.get("_kernel_lab_async")
+        if state is None:
+            state = runner._kernel_lab_async = _BlockState(runner)
+            _add_notes(runner, state)
+        return state
+
+
+def _add_notes(runner, state):
+    """Give the runner's time-limit report the barriers' lines (before its final hint)."""
+    original = runner._describe_unfinished
+
+    def describe():
+        text = original()
+        lines = text.splitlines()
+        extra = [f"  - {note}" for note in state.notes()]
+        at = next((i for i, ln in enumerate(lines) if ln.startswith("Hint:")), len(lines))
+        return "\n".join(lines[:at] + extra + lines[at:])
+
+    runner._describe_unfinished = describe
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _site():
+    """The kernel line that called the intrinsic (past this folder's models and the simulator)."""
+    from ..simulator.frames import format_site, is_internal
+
+    frame = sys._getframe(1)
+    while frame is not None and (os.path.abspath(frame.f_code.co_filename).startswith(_HERE)
+                                 or is_internal(frame.f_code.co_filename)):
+        frame = frame.f_back
+    if frame is None:
+        return "<unknown>"
+    return format_site((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
+
+
+def _fail(thread, message):
+    raise MbarrierProtocolError(f"thread {tuple(thread.threadIdx)} of block {tuple(thread.blockIdx)}, at "
+                                f"{_site()}: {message}")
+
+
+def _ndarray(array):
+    """The NumPy array behind what a kernel holds: a shared array (bare, or the race detector's
+    SharedArray) or a device array (the simulator wraps it twice inside a kernel)."""
+    inner = vars(array) if hasattr(array, "__dict__") else {}
+    if "_item" in inner:  # FakeWithinKernelCUDAArray (its __getattr__ indexes the array)
+        array = inner["_item"]
+    slots = getattr(type(array), "__slots__", ())
+    if "_data" in slots:  # SharedArray
+        return array._data
+    if isinstance(array, np.ndarray):
+        return array
+    ary = vars(array).get("_ary") if hasattr(array, "__dict__") else None  # FakeCUDAArray
+    return np.asarray(ary if ary is not None else array)
+
+
+def _host_range(data):
+    start = data.__array_interface__["data"][0]
+    return start, start + data.nbytes
+
+
+def _shared_base(runner, data):
+    """(name of the shared array that holds ``data``, its base ndarray), or (None, None)."""
+    start, _ = _host_range(data)
+    candidates = [_ndarray(a) for a in runner.shared.values()]
+    if runner.dynshared is not None:
+        candidates.append(runner.dynshared)
+    for base in candidates:
+        lo, hi = _host_range(base)
+        if lo <= start < hi:
+            name = runner.shared_names.get(id(base), ("dynamic shared memory", ""))[0]
+            return name, base
+    return None, None
+
+
+def _flat_bytes(thread, data, index, nbytes, what):
+    """The ``nbytes`` bytes of ``data`` from element ``index`` on, as a uint8 view."""
+    if not data.flags.c_contiguous:
+        _fail(thread, f"{what}: the simulator models bulk copies of C-contiguous arrays only")
+    flat = data.reshape(-1)
+    if isinstance(index, tuple):
+        index = int(np.ravel_multi_index(tuple(int(i) for i in index), data.shape))
+    start = int(index) * data.itemsize
+    raw = flat.view(np.uint8)
+    if start < 0 or start + nbytes > raw.size:
+        _fail(thread, f"{what}: {nbytes} bytes from element {index} run past the end of the array "
+                      f"({raw.size} bytes)")
+    return raw[start:start + nbytes]
+
+
+def _barrier(thread, runner, bars, index, what, must_exist=True):
+    data = _ndarray(bars)
+    if data.itemsize != 8:
+        _fail(thread, f"{what}: an mbarrier is a 64-bit word: use a shared array of np.uint64 "
+                      f"(got {data.dtype})")
+    name, _ = _shared_base(runner, data)
+    if name is None:
+        _fail(thread, f"{what}: the barrier must be in shared memory (cuda.shared.array(n, np.uint64))")
+    word = _flat_bytes(thread, data, index, 8, what)
+    address = word.__array_interface__["data"][0]
+    if address % 8:
+        _fail(thread, f"{what}: the barrier word must be 8-byte aligned")
+    state = _state(runner)
+    barrier = state.barriers.get(address)
+    if barrier is None and must_exist:
+        _fail(thread, f"{what}: {name}[{index}] is used before mbarrier_init. One thread initialises it, "
+                      "then a fence (fence_mbarrier_init) and cuda.syncthreads() make it visible to the "
+                      "others before any of them arrives, waits or copies with it.")
+    return state, address, word, f"{name}[{index}]", barrier
+
+
+def _complete_if_done(barrier, word):
+    if barrier.pending == 0 and barrier.tx == 0:
+        barrier.phase += 1
+        barrier.pending = barrier.count
+        word.view(np.uint64)[0] = barrier.phase
+
+
+def _advance(state):
+    """One piece of every copy in flight in the block lands."""
+    for copy in list(state.copies):
+        b = copy.barrier
+        if copy.held_phase == b.phase and b.pending == b.count and b.tx == 0:
+            continue  # bytes beyond an early completion: they count in the next phase, once it starts
+        amount = min(copy.piece, len(copy.dst) - copy.done)
+        if b.pending == 0 and 0 < b.tx < amount:
+            amount = b.tx  # the phase completes here; the rest of the copy lands in the next one
+        copy.dst[copy.done:copy.done + amount] = copy.src[copy.done:copy.done + amount]
+        copy.done += amount
+        b.tx -= amount
+        phase = b.phase
+        _complete_if_done(b, copy.word)
+        if copy.done == len(copy.dst):
+            state.copies.remove(copy)
+        elif b.phase != phase:
+            copy.held_phase = b.phase
+
+
+# --- the intrinsics' models ---------------------------------------------------------------------
+
+def mbarrier_init(bars, index, count):
+    thread, runner = _runner("mbarrier_init")
+    count = int(count)
+    if not 1 <= count <= MAX_COUNT:
+        _fail(thread, f"mbarrier_init: the arrival count must be 1 .. {MAX_COUNT}, got {count}")
+    with _lock:
+        state, address, word, name, old = _barrier(thread, runner, bars, index, "mbarrier_init", must_exist=False)
+        if old is not None and any(c.barrier is old for c in state.copies):
+            _fail(thread, f"mbarrier_init: {name} is initialised again while a bulk copy still completes on it")
+        state.barriers[address] = _Barrier(name, count, thread.thread_id)
+        word.view(np.uint64)[0] = 0
+
+
+def mbarrier_arrive(bars, index):
+    _arrive(bars, index, 0, "mbarrier_arrive")
+
+
+def mbarrier_arrive_expect_tx(bars, index, nbytes):
+    _arrive(bars, index, nbytes, "mbarrier_arrive_expect_tx")
+
+
+def _arrive(bars, index, nbytes, what):
+    thread, runner = _runner(what)
+    nbytes = int(nbytes)
+    if not 0 <= nbytes <= MAX_COUNT:
+        _fail(thread, f"{what}: the tx-count must be 0 .. {MAX_COUNT} bytes, got {nbytes}")
+    with _lock:
+        _, _, word, name, b = _barrier(thread, runner, bars, index, what)
+        if b.pending == 0:  # cannot happen after a completed phase: only with arrivals beyond the count
+            _fail(thread, f"{what}: more arrivals on {name} than its count ({b.count}) in phase {b.phase}: the "
+                          "barrier is used for the next round before its phase completed (does every thread "
+                          "wait for the phase before the next round arrives?)")
+        b.tx += nbytes
+        b.pending -= 1
+        _complete_if_done(b, word)
+
+
+def mbarrier_try_wait_parity(bars, index, parity):
+    thread, runner = _runner("mbarrier_try_wait_parity")
+    parity = int(parity)
+    if parity not in (0, 1):
+        _fail(thread, f"mbarrier_try_wait_parity: the parity is 0 or 1, got {parity}")
+    with _lock:
+        state, _, _, _, b = _barrier(thread, runner, bars, index, "mbarrier_try_wait_parity")
+        _advance(state)
+        done = (b.phase & 1) != parity
+        if done:
+            b.waiters.pop(thread.thread_id, None)
+        else:
+            b.waiters[thread.thread_id] = parity
+    if not done:
+        time.sleep(POLL_PAUSE_S)
+    return done
+
+
+def _fence():
+    thread, runner = _runner("fence")
+    with _lock:
+        for b in _state(runner).barriers.values():
+            if b.init_thread == thread.thread_id:
+                b.fenced = True
+
+
+fence_mbarrier_init = _fence
+fence_proxy_async_shared = _fence
+
+
+def cp_async_bulk(dst, dst_index, src, src_index, nbytes, bars, bar_index):
+    what = "cp_async_bulk"
+    thread, runner = _runner(what)
+    nbytes = int(nbytes)
+    if nbytes <= 0 or nbytes % 16:
+        _fail(thread, f"{what}: the size must be a positive multiple of 16 bytes, got {nbytes}")
+    with _lock:
+        state, _, word, name, b = _barrier(thread, runner, bars, bar_index, what)
+        if not b.fenced:
+            _fail(thread, f"{what}: the initialisation of {name} was not made visible to the copy engine "
+                          "(the async proxy): the thread that calls mbarrier_init must call "
+                          "fence_mbarrier_init() (or fence_proxy_async_shared()) after it, before the "
+                          "cuda.syncthreads() that publishes the barrier.")
+        d, s = _ndarray(dst), _ndarray(src)
+        if _shared_base(runner, d)[0] is None:
+            _fail(thread, f"{what}: the destination must be in shared memory")
+        if _shared_base(runner, s)[0] is not None:
+            _fail(thread, f"{what}: the source must be in global memory (this form copies global -> shared)")
+        d_bytes = _flat_bytes(thread, d, dst_index, nbytes, f"{what} (destination)")
+        s_bytes = _flat_bytes(thread, s, src_index, nbytes, f"{what} (source)")
+        for which, part in (("destination", d_bytes), ("source", s_bytes)):
+            if part.__array_interface__["data"][0] % 16:
+                _fail(thread, f"{what}: the {which} address must be 16-byte aligned (element "
+                              f"{dst_index if which == 'destination' else src_index} is not)")
+        d_bytes[:] = IN_FLIGHT_BYTE
+        copy = _Copy(d_bytes, s_bytes, b, _site())
+        copy.word = word
+        state.copies.append(copy)
+
+
+# --- reading a kernel's output ------------------------------------------------------------------
+
+def in_flight_mask(array) -> np.ndarray:
+    """True where an element's bytes are all ``IN_FLIGHT_BYTE``: data that had not landed when read."""
+    data = np.ascontiguousarray(_ndarray(array))
+    raw = data.view(np.uint8).reshape(data.size, data.itemsize) if data.size else np.zeros((0, 1), np.uint8)
+    return (raw == IN_FLIGHT_BYTE).all(axis=1).reshape(data.shape)
+
+
+def check_no_in_flight(array, name: str = "output") -> None:
+    """Raise :class:`ReadBeforeWait` when ``array`` holds bulk-copy bytes that had not landed."""
+    mask = in_flight_mask(array)
+    if mask.any():
+        first = np.argwhere(mask)[0]
+        where = int(first[0]) if len(first) == 1 else tuple(int(i) for i in first)
+        raise ReadBeforeWait(
+            f"{name}: {int(mask.sum())} of {mask.size} elements hold the in-flight bytes of a bulk copy "
+            f"(0x{IN_FLIGHT_BYTE:02X} each; the first at {where}): the kernel read the destination before "
+            "its data landed. Read it only after mbarrier_try_wait_parity returned True for that phase: "
+            "a missing wait, a wait on the parity of a phase already complete, or an expect-tx smaller "
+            "than the copy (the phase completes before all of it lands).")
+
+
+def functions() -> dict:
+    return {"mbarrier_init": mbarrier_init, "mbarrier_arrive": mbarrier_arrive,
+                "mbarrier_arrive_expect_tx": mbarrier_arrive_expect_tx,
+                "mbarrier_try_wait_parity": mbarrier_try_wait_parity, "fence_mbarrier_init": fence_mbarrier_init,
+                "fence_proxy_async_shared": fence_proxy_async_shared, "cp_async_bulk": cp_async_bulk}
+
+
+__all__ = [
+    "IN_FLIGHT_BYTE",
+    "MbarrierProtocolError",
+    "ReadBeforeWait",
+    "check_no_in_flight",
+    "functions",
+    "in_flight_mask",
+]
