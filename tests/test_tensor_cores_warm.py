@@ -228,10 +228,11 @@ def test_cubin_key_ignores_module_ids_and_the_order_of_linked_modules():
 def _in_fresh_process(code: str) -> list[str]:
     """Run ``code`` in a new interpreter with the two cache modules loaded from their files (not
     through the package, whose import is slow): ``cubin_cache`` and ``codegen_cache`` are bound."""
-    prelude = ("import importlib.util\n"
+    prelude = ("import importlib.util, sys\n"
                "def load(name):\n"
                f"    spec = importlib.util.spec_from_file_location(name, {str(ROOT / 'utilities' / 'kernel_lab' / 'tensor_cores')!r} + '/' + name + '.py')\n"
-               "    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); return m\n"
+               "    m = sys.modules[name] = importlib.util.module_from_spec(spec)  # dataclasses look the module up\n"
+               "    spec.loader.exec_module(m); return m\n"
                "cubin_cache, codegen_cache = load('cubin_cache'), load('codegen_cache')\n")
     env = dict(os.environ, PYTHONHASHSEED="random")
     return subprocess.run([sys.executable, "-c", prelude + code], capture_output=True, text=True, env=env,

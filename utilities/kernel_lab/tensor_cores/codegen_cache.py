@@ -40,6 +40,24 @@ Symbols of device functions are content hashes computed by libmathdx from the de
 same in every process), and they are part of the key, so a cached LTO-IR always defines exactly
 the symbol the kernel calls.
 
+How each binding function is treated is one table, ``BINDINGS``: a row names the binding and its
+rule (``Describe``, ``SetOption``, ``FinalizeObjects``, ``ReadTrait``, ``FinalizeCode``,
+``ReadCode``, ``QueryTrait``, ``Destroy``; anything else passes through). Each rule says what is
+recorded, how the key is formed and how a result is stored and restored; ``_install`` builds the
+wrappers from it.
+
+Verify mode
+-----------
+``KERNEL_LAB_CODEGEN_CACHE_VERIFY=1`` keeps nothing virtual: on every hit the call also runs in
+libmathdx and its result is compared with the entry (the LTO-IR and ISA version of a code, the
+traits of a tensor or pipeline except the UID, the value of a trait query). :func:`stats` then
+adds ``verified_same`` and ``verified_different`` (each hit is one or the other) and a difference
+also warns. ``scripts/codegen_cache_roundtrip.py`` runs it in CI: module 06/07 kernels compiled for
+sm_90 on a CPU runner, cold and then verified. Verify from the working directory the entries were
+written from: libmathdx's LTO-IR depends on it (the same kernel's codes generated in ``/tmp`` and
+in the repository differ in their bytes under the same key), so entries from another folder, a
+warm image's for instance, are reported as different.
+
 Where and how big
 -----------------
 Entries live in ``$KERNEL_LAB_CACHE_DIR/mathdx-codegen`` (default
@@ -61,13 +79,15 @@ import threading
 import time
 import warnings
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 FORMAT_VERSION = 1
 SUPPORTED_NVMATH = ("1.0.",)
 SUPPORTED_LIBMATHDX = ((0, 3),)
 _VIRTUAL_UID_BASE = 1 << 40
+VERIFY_ENV = "KERNEL_LAB_CODEGEN_CACHE_VERIFY"
 
 
 def stable_uid(key: str) -> int:
@@ -174,8 +194,9 @@ class _Store:
 class CodegenCache:
     """The installed interposer: statistics, and the state of the objects it has seen."""
 
-    def __init__(self, root: Path):
-        from nvmath.bindings import mathdx
+    def __init__(self, root: Path, mathdx=None):
+        if mathdx is None:  # tests pass a stand-in binding module
+            from nvmath.bindings import mathdx
 
         self.mathdx = mathdx
         self.store = _Store(root)
@@ -195,9 +216,15 @@ class CodegenCache:
         self.virtual_codes: dict[int, dict] = {}  # code handle -> {"ltoir": bytes, "isa": int}
         self.uid_override: dict[int, int] = {}  # real tensor handle -> the UID reported for it
         self.versions = _versions(mathdx)
-        # KERNEL_LAB_CODEGEN_CACHE_VERIFY=1: on a code hit, generate anyway and compare the bytes
-        self.verify = bool(os.environ.get("KERNEL_LAB_CODEGEN_CACHE_VERIFY"))
-        self.verified: list = []
+        # KERNEL_LAB_CODEGEN_CACHE_VERIFY=1: on every hit, generate anyway and compare with the entry
+        self.verify = bool(os.environ.get(VERIFY_ENV))
+        self.verified: list = []  # (what, key, same) per verified hit
+
+    def record_verified(self, what: str, key: str, same: bool) -> None:
+        """Verify mode: a hit of kind ``what`` was generated again; ``same``: it matched the entry."""
+        self.verified.append((what, key, same))
+        if not same:
+            warnings.warn(f"codegen cache: {what} entry {key[:12]} differs from a fresh generation", stacklevel=2)
 
     # ---- descriptions ------------------------------------------------------------------------
 
@@ -339,418 +366,531 @@ def _write_int64s(dest, values) -> bool:
     return False
 
 
-def _install(cache: CodegenCache) -> None:  # noqa: C901 - one wrapper per binding function
-    M = cache.mathdx
-    orig = cache.orig
-    for name in dir(M):
-        fn = getattr(M, name)
-        if callable(fn) and not isinstance(fn, type) and (name.startswith("cublasdx_") or name.startswith("commondx_")):
-            orig[name] = fn
-    T = M.CublasdxTensorTrait
-    P = M.CublasdxPipelineTrait
-    wrapped = {}
+# ---- the table: what the cache does with each binding function ---------------------------------
+#
+# Every ``cublasdx_*`` / ``commondx_*`` function of ``nvmath.bindings.mathdx`` is replaced by a
+# wrapper. ``BINDINGS`` maps a binding's name to its rule: a small frozen dataclass that says what
+# the wrapper records, how it forms a lookup key, and how it stores and restores a result.
+# ``_install`` builds each wrapper from its rule's type (``_WRAPPERS``); a binding that is not in
+# the table passes through, after making real any virtual object among its arguments.
 
-    def wrap(name):
-        def deco(fn):
-            wrapped[name] = fn
-            return fn
-        return deco
 
-    def record(handle, kind, *parts):
-        cache.objects[int(handle)] = [kind, *parts]
-        return handle
+def _ref(handle) -> tuple:
+    """A description part that names another object (``describe`` resolves it recursively)."""
+    return ("ref", int(handle))
 
-    # ---- cheap calls that describe objects: run them, record the description ----
 
-    @wrap("cublasdx_create_descriptor")
-    def _(*a):
-        return record(orig["cublasdx_create_descriptor"](*a), "descriptor")
+def _ref_list(handles) -> list:
+    if not isinstance(handles, Sequence):
+        raise Uncacheable("handles given as a pointer")
+    return [_ref(h) for h in handles]
 
-    def set_on(kind_name):
-        def f(h, *rest):
-            result = orig[kind_name](h, *rest)
-            with cache.lock:
-                obj = cache.objects.get(int(h))
-                if obj is not None:
-                    if h in cache.used:
-                        cache.tainted.add(int(h))
-                    try:
-                        obj.append((kind_name, _canon(rest)))
-                    except Uncacheable:
-                        cache.tainted.add(int(h))
-            return result
-        return f
 
-    for n in ("cublasdx_set_operator_int64", "cublasdx_set_operator_int64s", "cublasdx_set_tensor_option_int64",
-              "commondx_set_code_option_int64", "commondx_set_code_option_int64s", "commondx_set_code_option_str",
-              "cublasdx_set_option_str"):
-        if n in orig:
-            wrapped[n] = set_on(n)
+def _no_parts(*args) -> tuple:
+    return ()
 
-    @wrap("cublasdx_create_tensor")
-    def _(h, tensor_type):
-        t = orig["cublasdx_create_tensor"](h, tensor_type)
-        cache._mark_used(h)
-        return record(t, "tensor", ("ref", int(h)), int(tensor_type))
 
-    @wrap("cublasdx_create_tensor_strided")
-    def _(memory_space, value_type, ptr, rank, shape, stride):
-        t = orig["cublasdx_create_tensor_strided"](memory_space, value_type, ptr, rank, shape, stride)
+@dataclass(frozen=True)
+class Describe:
+    """A cheap call that creates an object. The wrapper runs it, marks the descriptor passed at
+    position ``used`` as used (changing that descriptor afterwards taints it), and records the new
+    object's description ``(kind, *parts(*args))``. ``parts`` raising ``Uncacheable`` leaves the
+    object unrecorded: nothing derived from it is cached."""
+
+    kind: str
+    parts: Callable[..., tuple] = _no_parts
+    used: int | None = None
+
+
+@dataclass(frozen=True)
+class SetOption:
+    """Sets an operator or an option on a recorded object: ``(binding, arguments)`` is appended to
+    its description. Setting one on a descriptor that something was derived from taints it."""
+
+
+@dataclass(frozen=True)
+class FinalizeObjects:
+    """Finalizes a batch of tensors or pipelines (an NVRTC run).
+
+    Key: ``(what, description)`` of each object. Stored on a miss: the integer traits ``ints``
+    (read with ``get_int``) and the arrays ``arrays`` (``(name, length)``, read with ``get_ints``).
+    Restored on a hit: the object stays unfinalized (virtual: ``materialize`` runs
+    ``cublasdx_finalize_<virtual>s`` when something needs it) and ``ReadTrait`` serves the traits.
+    ``stable_uid``: the object reports a UID derived from its key, hit or miss (tensors).
+    ``deps``: kinds of referenced objects that are made real before a real finalization, and with
+    a virtual object when it is materialized (a pipeline's device pipeline)."""
+
+    what: str
+    virtual: str
+    trait_enum: str
+    get_int: str
+    ints: tuple
+    get_ints: str | None = None
+    arrays: tuple = ()
+    stable_uid: bool = False
+    deps: tuple = ()
+
+
+@dataclass(frozen=True)
+class ReadTrait:
+    """Reads a trait of a tensor or pipeline. A virtual object's stored traits answer (an array
+    only when the length asked for matches); anything else makes the object real first.
+    ``array``: the binding writes ``count`` int64 at an address. ``uid``: the UID trait answers
+    from ``stable_uid`` for every object the cache described."""
+
+    trait_enum: str
+    array: bool = False
+    uid: bool = False
+
+
+@dataclass(frozen=True)
+class FinalizeCode:
+    """Generates code into a code handle (the slow NVRTC run over cuBLASDx's templates).
+
+    ``plan(cache, code, *rest)`` gives the objects the code is generated from, a thunk for the
+    key's parts (it may raise ``Uncacheable``) and the action ``materialize`` runs for a virtual
+    code. Key: ``(what, description of the code handle, parts)``. Stored on a miss: the LTO-IR and
+    its ISA version; restored on a hit: the code stays virtual and ``ReadCode`` serves them. When
+    the argument at ``pointer_arg`` is not a list (a raw pointer) the call passes through."""
+
+    what: str
+    plan: Callable
+    pointer_arg: int | None = None
+
+
+@dataclass(frozen=True)
+class ReadCode:
+    """Reads a generated code: ``part`` is "size" (the LTO-IR's length), "ltoir" (copied into a
+    buffer or an address) or "isa" (the ``CODE_ISA`` option). A virtual code's stored entry
+    answers; anything else makes the code real first."""
+
+    part: str
+
+
+@dataclass(frozen=True)
+class QueryTrait:
+    """A trait query on a Matmul description (the first one runs NVRTC).
+
+    Key: ``("descriptor-trait", binding, trait, length asked for (with ``sized``), description)``.
+    ``value`` says what is stored and restored: "int" (the return value), "int64s" (the array the
+    binding writes at an address), "bytes" (the buffer it fills, hex-encoded)."""
+
+    value: str
+    sized: bool = False
+
+
+@dataclass(frozen=True)
+class Destroy:
+    """Destroys an object: forget its virtual state first, so that it is not generated only to be
+    destroyed."""
+
+
+@dataclass(frozen=True)
+class PassThrough:
+    """Any other binding: make real the virtual objects among its arguments, then run it."""
+
+
+def _strided_parts(memory_space, value_type, ptr, rank, shape, stride):
+    if not (isinstance(shape, Sequence) and isinstance(stride, Sequence)):
+        raise Uncacheable("shape given as a pointer")
+    return int(memory_space), int(value_type), int(ptr), int(rank), _canon(shape), _canon(stride)
+
+
+def _symbols(cache, functions) -> tuple:
+    """The symbols libmathdx gives the device functions (content hashes of their descriptions)."""
+    M, orig = cache.mathdx, cache.orig
+    out = []
+    for f in functions:
+        size = orig["cublasdx_get_device_function_trait_str_size"](f, M.CublasdxDeviceFunctionTrait.SYMBOL)
+        buf = bytearray(size)
+        orig["cublasdx_get_device_function_trait_str"](f, M.CublasdxDeviceFunctionTrait.SYMBOL, size, buf)
+        out.append(bytes(buf).rstrip(b"\0").decode())
+    return tuple(out)
+
+
+def _device_functions_plan(cache, code, count, functions):
+    functions = [int(f) for f in functions]
+    return (functions,
+            lambda: (tuple(cache.describe(f) for f in functions), _symbols(cache, functions)),
+            ("code_functions", tuple(functions)))
+
+
+def _descriptor_code_plan(cache, code, handle):
+    return [int(handle)], lambda: cache.describe(int(handle)), ("code_descriptor", int(handle))
+
+
+BINDINGS: dict[str, object] = {
+    # cheap calls that describe objects: run them, record the description
+    "cublasdx_create_descriptor": Describe("descriptor"),
+    "commondx_create_code": Describe("code"),
+    "cublasdx_create_tensor": Describe("tensor", lambda h, tensor_type: (_ref(h), int(tensor_type)), used=0),
+    "cublasdx_create_tensor_strided": Describe("tensor_strided", _strided_parts),
+    "cublasdx_make_tensor_like": Describe("tensor_like", lambda src, value_type: (_ref(src), int(value_type))),
+    "cublasdx_create_device_pipeline": Describe(
+        "device_pipeline", lambda h, ptype, depth, strategy, ta, tb: (_ref(h), int(ptype), int(depth), int(strategy),
+                                                                      _ref(ta), _ref(tb)), used=0),
+    "cublasdx_create_tile_pipeline": Describe("tile_pipeline", lambda h, ptype, dp: (_ref(h), int(ptype), _ref(dp)),
+                                              used=0),
+    "cublasdx_create_device_function": Describe(
+        "function", lambda h, ftype, count, args: (_ref(h), int(ftype), _ref_list(args)), used=0),
+    "cublasdx_create_device_function_with_pipelines": Describe(
+        "function_pipes", lambda h, ftype, nt, tensors, np_, pipes: (_ref(h), int(ftype), _ref_list(tensors),
+                                                                     _ref_list(pipes)), used=0),
+    **{name: SetOption() for name in (
+        "cublasdx_set_operator_int64", "cublasdx_set_operator_int64s", "cublasdx_set_tensor_option_int64",
+        "commondx_set_code_option_int64", "commondx_set_code_option_int64s", "commondx_set_code_option_str",
+        "cublasdx_set_option_str")},
+    # expensive calls: answered from disk when the description is known
+    "cublasdx_finalize_tensors": FinalizeObjects(
+        "tensor-traits", "tensor", "CublasdxTensorTrait", "cublasdx_get_tensor_trait_int64", _TENSOR_INT_TRAITS,
+        stable_uid=True),
+    "cublasdx_finalize_pipelines": FinalizeObjects(
+        "pipeline-traits", "pipeline", "CublasdxPipelineTrait", "cublasdx_get_pipeline_trait_int64",
+        _PIPELINE_INT_TRAITS, get_ints="cublasdx_get_pipeline_trait_int64s", arrays=(("BLOCK_DIM", 3),),
+        deps=("device_pipeline", "tile_pipeline")),
+    "cublasdx_get_tensor_trait_int64": ReadTrait("CublasdxTensorTrait", uid=True),
+    "cublasdx_get_pipeline_trait_int64": ReadTrait("CublasdxPipelineTrait"),
+    "cublasdx_get_pipeline_trait_int64s": ReadTrait("CublasdxPipelineTrait", array=True),
+    "cublasdx_finalize_device_functions": FinalizeCode("device-functions", _device_functions_plan, pointer_arg=2),
+    "cublasdx_finalize_code": FinalizeCode("descriptor-code", _descriptor_code_plan),
+    "commondx_get_code_ltoir_size": ReadCode("size"),
+    "commondx_get_code_ltoir": ReadCode("ltoir"),
+    "commondx_get_code_option_int64": ReadCode("isa"),
+    "cublasdx_get_trait_int64": QueryTrait("int"),
+    "cublasdx_get_trait_int64s": QueryTrait("int64s", sized=True),
+    "cublasdx_get_trait_str_size": QueryTrait("int"),
+    "cublasdx_get_trait_str": QueryTrait("bytes", sized=True),
+    # destroying a virtual object must not generate it first
+    **{name: Destroy() for name in (
+        "commondx_destroy_code", "cublasdx_destroy_tensor", "cublasdx_destroy_pipeline",
+        "cublasdx_destroy_device_function", "cublasdx_destroy_descriptor")},
+}
+
+
+# ---- the generic patcher: one wrapper factory per kind of rule ---------------------------------
+
+
+def _timed(cache, fn, *args):
+    t0 = time.perf_counter()
+    try:
+        return fn(*args)
+    finally:
+        cache.seconds_generating += time.perf_counter() - t0
+
+
+def _miss(cache, what):
+    cache.misses += 1
+    cache.missed[what] = cache.missed.get(what, 0) + 1
+
+
+def _wrap_describe(cache, name, rule: Describe):
+    fn = cache.orig[name]
+
+    def wrapper(*args):
+        handle = fn(*args)
+        if rule.used is not None:
+            cache._mark_used(args[rule.used])
         try:
-            if not (isinstance(shape, Sequence) and isinstance(stride, Sequence)):
-                raise Uncacheable("shape given as a pointer")
-            return record(t, "tensor_strided", int(memory_space), int(value_type), int(ptr), int(rank),
-                          _canon(shape), _canon(stride))
+            parts = rule.parts(*args)
         except Uncacheable:
-            return t
+            return handle
+        cache.objects[int(handle)] = [rule.kind, *parts]
+        return handle
+    return wrapper
 
-    @wrap("cublasdx_make_tensor_like")
-    def _(src, value_type):
-        t = orig["cublasdx_make_tensor_like"](src, value_type)
-        return record(t, "tensor_like", ("ref", int(src)), int(value_type))
 
-    @wrap("cublasdx_create_device_pipeline")
-    def _(h, ptype, depth, strategy, ta, tb):
-        p = orig["cublasdx_create_device_pipeline"](h, ptype, depth, strategy, ta, tb)
-        cache._mark_used(h)
-        return record(p, "device_pipeline", ("ref", int(h)), int(ptype), int(depth), int(strategy),
-                      ("ref", int(ta)), ("ref", int(tb)))
+def _wrap_set_option(cache, name, rule: SetOption):
+    fn = cache.orig[name]
 
-    @wrap("cublasdx_create_tile_pipeline")
-    def _(h, ptype, dp):
-        p = orig["cublasdx_create_tile_pipeline"](h, ptype, dp)
-        cache._mark_used(h)
-        return record(p, "tile_pipeline", ("ref", int(h)), int(ptype), ("ref", int(dp)))
-
-    @wrap("cublasdx_create_device_function")
-    def _(h, ftype, count, args):
-        f = orig["cublasdx_create_device_function"](h, ftype, count, args)
-        cache._mark_used(h)
-        if isinstance(args, Sequence):
-            return record(f, "function", ("ref", int(h)), int(ftype), [("ref", int(a)) for a in args])
-        return f
-
-    @wrap("cublasdx_create_device_function_with_pipelines")
-    def _(h, ftype, nt, tensors, np_, pipes):
-        f = orig["cublasdx_create_device_function_with_pipelines"](h, ftype, nt, tensors, np_, pipes)
-        cache._mark_used(h)
-        if isinstance(tensors, Sequence) and isinstance(pipes, Sequence):
-            return record(f, "function_pipes", ("ref", int(h)), int(ftype), [("ref", int(t)) for t in tensors],
-                          [("ref", int(p)) for p in pipes])
-        return f
-
-    @wrap("commondx_create_code")
-    def _(*a):
-        return record(orig["commondx_create_code"](*a), "code")
-
-    # ---- expensive calls: answered from disk when the description is known ----
-
-    def traits_key(handle, what):
-        return cache.key(what, cache.describe(int(handle)))
-
-    @wrap("cublasdx_finalize_tensors")
-    def _(count, tensors):
-        if not isinstance(tensors, Sequence):
-            cache.materialize_args([tensors])
-            return orig["cublasdx_finalize_tensors"](count, tensors)
+    def wrapper(h, *rest):
+        result = fn(h, *rest)
         with cache.lock:
-            real = []
-            for t in tensors:
-                t = int(t)
+            obj = cache.objects.get(int(h))
+            if obj is not None:
+                if h in cache.used:
+                    cache.tainted.add(int(h))
                 try:
-                    key = traits_key(t, "tensor-traits")
+                    obj.append((name, _canon(rest)))
                 except Uncacheable:
-                    real.append((t, None))
+                    cache.tainted.add(int(h))
+        return result
+    return wrapper
+
+
+def _wrap_finalize_objects(cache, name, rule: FinalizeObjects):
+    orig = cache.orig
+    enum = getattr(cache.mathdx, rule.trait_enum)
+
+    def compared(traits):  # a stable UID replaces libmathdx's per-process number: not compared
+        return {k: v for k, v in traits.items() if not (rule.stable_uid and k == "UID")}
+
+    def traits_of(handle):
+        traits = {t: int(orig[rule.get_int](handle, getattr(enum, t))) for t in rule.ints}
+        for t, n in rule.arrays:
+            buf = (ctypes.c_int64 * n)()
+            orig[rule.get_ints](handle, getattr(enum, t), n, ctypes.addressof(buf))
+            traits[t] = [int(v) for v in buf]
+        return traits
+
+    def wrapper(count, handles):
+        if not isinstance(handles, Sequence):
+            cache.materialize_args([handles])
+            return orig[name](count, handles)
+        with cache.lock:
+            real = []  # (handle, key or None, the stored entry when verifying)
+            for h in handles:
+                h = int(h)
+                try:
+                    key = cache.key(rule.what, cache.describe(h))
+                except Uncacheable:
+                    real.append((h, None, None))
                     continue
                 entry = cache.store.get(key)
-                if entry is None:
-                    real.append((t, key))
+                if entry is None or cache.verify:
+                    real.append((h, key, entry))
                     continue
                 cache.hits += 1
                 traits = dict(entry["traits"])
-                traits["UID"] = cache.uid_override[t] = stable_uid(key)
-                cache.virtual[t] = ("tensor",)
-                cache.virtual_traits[t] = traits
-            if real:
-                t0 = time.perf_counter()
-                result = orig["cublasdx_finalize_tensors"](len(real), [t for t, _ in real])
-                cache.seconds_generating += time.perf_counter() - t0
-                for t, key in real:
-                    if key is None:
-                        continue
-                    cache.uid_override[t] = stable_uid(key)
-                    cache.misses += 1
-                    cache.missed["tensor-traits"] = cache.missed.get("tensor-traits", 0) + 1
-                    traits = {name: int(orig["cublasdx_get_tensor_trait_int64"](t, getattr(T, name)))
-                              for name in _TENSOR_INT_TRAITS}
-                    cache.store.put(key, {"kind": "tensor-traits", "traits": traits})
-                return result
-            return None
-
-    @wrap("cublasdx_get_tensor_trait_int64")
-    def _(t, trait):
-        with cache.lock:
-            if int(trait) == int(T.UID) and int(t) in cache.uid_override:
-                return cache.uid_override[int(t)]
-            traits = cache.virtual_traits.get(int(t))
-            if traits is not None:
-                name = M.CublasdxTensorTrait(trait).name
-                if name in traits:
-                    return traits[name]
-            cache.materialize(int(t))
-        return orig["cublasdx_get_tensor_trait_int64"](t, trait)
-
-    @wrap("cublasdx_finalize_pipelines")
-    def _(count, pipes):
-        if not isinstance(pipes, Sequence):
-            cache.materialize_args([pipes])
-            return orig["cublasdx_finalize_pipelines"](count, pipes)
-        with cache.lock:
-            real = []
-            for p in pipes:
-                p = int(p)
-                try:
-                    key = traits_key(p, "pipeline-traits")
-                except Uncacheable:
-                    real.append((p, None))
+                if rule.stable_uid:
+                    traits["UID"] = cache.uid_override[h] = stable_uid(key)
+                if rule.deps:
+                    deps = [r for r in cache._refs(h) if r != h and r in cache.objects
+                            and cache.objects[r][0] in rule.deps]
+                    cache.virtual[h] = (rule.virtual, deps)
+                else:
+                    cache.virtual[h] = (rule.virtual,)
+                cache.virtual_traits[h] = traits
+            if not real:
+                return None
+            if rule.deps:
+                for h, _, _ in real:  # keep libmathdx's order: a virtual device pipeline first
+                    cache._materialize_deps(h)
+            result = _timed(cache, orig[name], len(real), [h for h, _, _ in real])
+            for h, key, entry in real:
+                if key is None:
                     continue
-                entry = cache.store.get(key)
+                if rule.stable_uid:
+                    cache.uid_override[h] = stable_uid(key)
+                traits = traits_of(h)
                 if entry is None:
-                    real.append((p, key))
-                    continue
-                cache.hits += 1
-                deps = [r for r in cache._refs(p) if r != p and r in cache.objects
-                        and cache.objects[r][0] in ("device_pipeline", "tile_pipeline")]
-                cache.virtual[p] = ("pipeline", deps)
-                cache.virtual_traits[p] = dict(entry["traits"])
-            if real:
-                for p, _ in real:  # keep libmathdx's order: a virtual device pipeline first
-                    cache._materialize_deps(p)
-                t0 = time.perf_counter()
-                result = orig["cublasdx_finalize_pipelines"](len(real), [p for p, _ in real])
-                cache.seconds_generating += time.perf_counter() - t0
-                for p, key in real:
-                    if key is None:
-                        continue
-                    cache.misses += 1
-                    cache.missed["pipeline-traits"] = cache.missed.get("pipeline-traits", 0) + 1
-                    traits = {name: int(orig["cublasdx_get_pipeline_trait_int64"](p, getattr(P, name)))
-                              for name in _PIPELINE_INT_TRAITS}
-                    buf = (ctypes.c_int64 * 3)()
-                    orig["cublasdx_get_pipeline_trait_int64s"](p, P.BLOCK_DIM, 3, ctypes.addressof(buf))
-                    traits["BLOCK_DIM"] = [int(v) for v in buf]
-                    cache.store.put(key, {"kind": "pipeline-traits", "traits": traits})
-                return result
-            return None
+                    _miss(cache, rule.what)
+                    cache.store.put(key, {"kind": rule.what, "traits": traits})
+                else:
+                    cache.hits += 1
+                    cache.record_verified(rule.what, key, compared(traits) == compared(entry["traits"]))
+            return result
+    return wrapper
 
-    @wrap("cublasdx_get_pipeline_trait_int64")
-    def _(p, trait):
+
+def _wrap_read_trait(cache, name, rule: ReadTrait):
+    fn = cache.orig[name]
+    enum = getattr(cache.mathdx, rule.trait_enum)
+
+    def wrapper(h, trait, *rest):
         with cache.lock:
-            traits = cache.virtual_traits.get(int(p))
-            name = M.CublasdxPipelineTrait(trait).name
-            if traits is not None and name in traits:
-                return traits[name]
-            cache.materialize(int(p))
-        return orig["cublasdx_get_pipeline_trait_int64"](p, trait)
+            if rule.uid and int(trait) == int(enum.UID) and int(h) in cache.uid_override:
+                return cache.uid_override[int(h)]
+            traits = cache.virtual_traits.get(int(h))
+            if traits is not None:
+                trait_name = enum(trait).name
+                if not rule.array:
+                    if trait_name in traits:
+                        return traits[trait_name]
+                else:
+                    count, array = rest
+                    value = traits.get(trait_name)
+                    if isinstance(value, list) and len(value) == count and _write_int64s(array, value):
+                        return None
+            cache.materialize(int(h))
+        return fn(h, trait, *rest)
+    return wrapper
 
-    @wrap("cublasdx_get_pipeline_trait_int64s")
-    def _(p, trait, count, array):
-        with cache.lock:
-            traits = cache.virtual_traits.get(int(p))
-            name = M.CublasdxPipelineTrait(trait).name
-            if traits is not None and isinstance(traits.get(name), list) and len(traits[name]) == count:
-                if _write_int64s(array, traits[name]):
-                    return None
-            cache.materialize(int(p))
-        return orig["cublasdx_get_pipeline_trait_int64s"](p, trait, count, array)
 
-    def code_key(code, what, parts):
-        return cache.key(what, cache.describe(int(code)), parts)
+def _action_args(code, action):
+    if action[0] == "code_functions":
+        return (code, len(action[1]), list(action[1]))
+    return (code, action[1])
 
-    def finalize_code(name, code, functions_or_handle, make_key, action):
+
+def _wrap_finalize_code(cache, name, rule: FinalizeCode):
+    orig = cache.orig
+    M = cache.mathdx
+
+    def generated(code):
+        size = orig["commondx_get_code_ltoir_size"](code)
+        buf = bytearray(size)
+        orig["commondx_get_code_ltoir"](code, size, buf)
+        return bytes(buf), int(orig["commondx_get_code_option_int64"](code, M.CommondxOption.CODE_ISA))
+
+    def wrapper(code, *rest):
+        if rule.pointer_arg is not None and not isinstance((code, *rest)[rule.pointer_arg], Sequence):
+            cache.materialize_args([code, (code, *rest)[rule.pointer_arg]])
+            return orig[name](code, *rest)
+        sources, parts, action = rule.plan(cache, code, *rest)
         with cache.lock:
             try:
-                key = make_key()
+                key = cache.key(rule.what, cache.describe(int(code)), parts())
             except Uncacheable:
                 key = None
-            if key is not None:
-                entry = cache.store.get(key)
-                if entry is not None and cache.verify:
-                    for dep in functions_or_handle:
-                        cache._materialize_deps(dep)
-                    result = orig[name](*action_args(code, action))
-                    size = orig["commondx_get_code_ltoir_size"](code)
-                    buf = bytearray(size)
-                    orig["commondx_get_code_ltoir"](code, size, buf)
-                    same = bytes(buf) == entry["ltoir"]
-                    cache.verified.append((key, same))
-                    if not same:
-                        warnings.warn(f"codegen cache: entry {key[:12]} differs from a fresh generation")
-                    return result
-                if entry is not None:
-                    cache.hits += 1
-                    cache.virtual[int(code)] = action
-                    cache.virtual_codes[int(code)] = {"ltoir": entry["ltoir"], "isa": entry["isa"]}
-                    return None
-            for dep in functions_or_handle:
+            entry = cache.store.get(key) if key is not None else None
+            if entry is not None and not cache.verify:
+                cache.hits += 1
+                cache.virtual[int(code)] = action
+                cache.virtual_codes[int(code)] = {"ltoir": entry["ltoir"], "isa": entry["isa"]}
+                return None
+            for dep in sources:
                 cache._materialize_deps(dep)
-            t0 = time.perf_counter()
-            result = orig[name](*action_args(code, action))
-            cache.seconds_generating += time.perf_counter() - t0
+            if entry is not None:  # verify mode: generate anyway and compare the bytes
+                result = orig[name](*_action_args(code, action))
+                ltoir, isa = generated(code)
+                cache.hits += 1
+                cache.record_verified("code", key, ltoir == entry["ltoir"] and isa == entry["isa"])
+                return result
+            result = _timed(cache, orig[name], *_action_args(code, action))
             if key is not None:
-                cache.misses += 1
-                cache.missed["code"] = cache.missed.get("code", 0) + 1
-                size = orig["commondx_get_code_ltoir_size"](code)
-                buf = bytearray(size)
-                orig["commondx_get_code_ltoir"](code, size, buf)
-                isa = int(orig["commondx_get_code_option_int64"](code, M.CommondxOption.CODE_ISA))
-                cache.store.put(key, {"kind": "code", "isa": isa}, blob=bytes(buf))
+                _miss(cache, "code")
+                ltoir, isa = generated(code)
+                cache.store.put(key, {"kind": "code", "isa": isa}, blob=ltoir)
             return result
+    return wrapper
 
-    def action_args(code, action):
-        if action[0] == "code_functions":
-            return (code, len(action[1]), list(action[1]))
-        return (code, action[1])
 
-    def symbols(functions):
-        out = []
-        for f in functions:
-            size = orig["cublasdx_get_device_function_trait_str_size"](f, M.CublasdxDeviceFunctionTrait.SYMBOL)
-            buf = bytearray(size)
-            orig["cublasdx_get_device_function_trait_str"](f, M.CublasdxDeviceFunctionTrait.SYMBOL, size, buf)
-            out.append(bytes(buf).rstrip(b"\0").decode())
-        return tuple(out)
+def _wrap_read_code(cache, name, rule: ReadCode):
+    fn = cache.orig[name]
+    isa_option = int(cache.mathdx.CommondxOption.CODE_ISA)
 
-    @wrap("cublasdx_finalize_device_functions")
-    def _(code, count, functions):
-        if not isinstance(functions, Sequence):
-            cache.materialize_args([code, functions])
-            return orig["cublasdx_finalize_device_functions"](code, count, functions)
-        functions = [int(f) for f in functions]
-        return finalize_code(
-            "cublasdx_finalize_device_functions", code, functions,
-            lambda: code_key(code, "device-functions",
-                             (tuple(cache.describe(f) for f in functions), symbols(functions))),
-            ("code_functions", tuple(functions)))
-
-    @wrap("cublasdx_finalize_code")
-    def _(code, handle):
-        return finalize_code(
-            "cublasdx_finalize_code", code, [int(handle)],
-            lambda: code_key(code, "descriptor-code", cache.describe(int(handle))),
-            ("code_descriptor", int(handle)))
-
-    @wrap("commondx_get_code_ltoir_size")
-    def _(code):
+    def wrapper(code, *rest):
         v = cache.virtual_codes.get(int(code))
-        if v is not None:
-            return len(v["ltoir"])
-        return orig["commondx_get_code_ltoir_size"](code)
-
-    @wrap("commondx_get_code_ltoir")
-    def _(code, size, out):
-        v = cache.virtual_codes.get(int(code))
-        if v is not None:
-            data = v["ltoir"][:size]
-            if isinstance(out, (bytearray, memoryview)):
-                out[: len(data)] = data
-                return None
-            if isinstance(out, int):
-                ctypes.memmove(out, data, len(data))
-                return None
-            cache.materialize(int(code))
-        return orig["commondx_get_code_ltoir"](code, size, out)
-
-    @wrap("commondx_get_code_option_int64")
-    def _(code, option):
-        v = cache.virtual_codes.get(int(code))
-        if v is not None and int(option) == int(M.CommondxOption.CODE_ISA):
+        if rule.part == "size":
+            if v is not None:
+                return len(v["ltoir"])
+            return fn(code)
+        if rule.part == "ltoir":
+            if v is not None:
+                size, out = rest
+                data = v["ltoir"][:size]
+                if isinstance(out, (bytearray, memoryview)):
+                    out[: len(data)] = data
+                    return None
+                if isinstance(out, int):
+                    ctypes.memmove(out, data, len(data))
+                    return None
+                cache.materialize(int(code))
+            return fn(code, *rest)
+        (option,) = rest  # "isa"
+        if v is not None and int(option) == isa_option:
             return v["isa"]
         cache.materialize(int(code))
-        return orig["commondx_get_code_option_int64"](code, option)
+        return fn(code, option)
+    return wrapper
 
-    def trait_cached(name, size_arg=False):
-        def f(h, trait, *rest):
-            try:
-                key = cache.key("descriptor-trait", name, int(trait), rest[0] if size_arg else None,
-                                cache.describe(int(h)))
-            except Uncacheable:
-                key = None
-            if key is not None:
-                entry = cache.store.get(key)
-                if entry is not None:
-                    cache.hits += 1
-                    value = entry["value"]
-                    if name == "cublasdx_get_trait_int64s":
-                        if _write_int64s(rest[1], value):
-                            return None
-                    elif name == "cublasdx_get_trait_str":
-                        data = bytes.fromhex(value)
-                        out = rest[1]
-                        if isinstance(out, (bytearray, memoryview)):
-                            out[: len(data)] = data
-                            return None
-                    else:
-                        return value
-            t0 = time.perf_counter()
-            result = orig[name](h, trait, *rest)
-            cache.seconds_generating += time.perf_counter() - t0
-            if key is not None:
-                cache.misses += 1
-                cache.missed["trait"] = cache.missed.get("trait", 0) + 1
-                if name == "cublasdx_get_trait_int64s":
-                    if isinstance(rest[1], int):
-                        value = list((ctypes.c_int64 * rest[0]).from_address(rest[1]))
-                        cache.store.put(key, {"kind": "trait", "value": [int(v) for v in value]})
-                elif name == "cublasdx_get_trait_str":
-                    if isinstance(rest[1], (bytearray, memoryview)):
-                        cache.store.put(key, {"kind": "trait", "value": bytes(rest[1][: rest[0]]).hex()})
-                else:
-                    cache.store.put(key, {"kind": "trait", "value": int(result)})
+
+def _stored_value(rule: QueryTrait, result, rest):
+    """What a trait query's entry stores (None when the output cannot be read back)."""
+    if rule.value == "int64s":
+        if isinstance(rest[1], int):
+            return [int(v) for v in (ctypes.c_int64 * rest[0]).from_address(rest[1])]
+        return None
+    if rule.value == "bytes":
+        if isinstance(rest[1], (bytearray, memoryview)):
+            return bytes(rest[1][: rest[0]]).hex()
+        return None
+    return int(result)
+
+
+def _restore_value(rule: QueryTrait, value, rest):
+    """(True, what to return) when the stored value answered the query, else (False, None)."""
+    if rule.value == "int64s":
+        return (True, None) if _write_int64s(rest[1], value) else (False, None)
+    if rule.value == "bytes":
+        data, out = bytes.fromhex(value), rest[1]
+        if isinstance(out, (bytearray, memoryview)):
+            out[: len(data)] = data
+            return True, None
+        return False, None
+    return True, value
+
+
+def _wrap_query_trait(cache, name, rule: QueryTrait):
+    fn = cache.orig[name]
+
+    def wrapper(h, trait, *rest):
+        try:
+            key = cache.key("descriptor-trait", name, int(trait), rest[0] if rule.sized else None,
+                            cache.describe(int(h)))
+        except Uncacheable:
+            key = None
+        entry = cache.store.get(key) if key is not None else None
+        if entry is not None and cache.verify:  # answer as libmathdx does, and compare
+            result = fn(h, trait, *rest)
+            cache.hits += 1
+            value = _stored_value(rule, result, rest)
+            if value is not None:
+                cache.record_verified("trait", key, value == entry["value"])
             return result
-        return f
+        if entry is not None:
+            cache.hits += 1
+            answered, value = _restore_value(rule, entry["value"], rest)
+            if answered:
+                return value
+        result = _timed(cache, fn, h, trait, *rest)
+        if key is not None:
+            _miss(cache, "trait")
+            value = _stored_value(rule, result, rest)
+            if value is not None:
+                cache.store.put(key, {"kind": "trait", "value": value})
+        return result
+    return wrapper
 
-    wrapped["cublasdx_get_trait_int64"] = trait_cached("cublasdx_get_trait_int64")
-    wrapped["cublasdx_get_trait_int64s"] = trait_cached("cublasdx_get_trait_int64s", size_arg=True)
-    wrapped["cublasdx_get_trait_str_size"] = trait_cached("cublasdx_get_trait_str_size")
-    wrapped["cublasdx_get_trait_str"] = trait_cached("cublasdx_get_trait_str", size_arg=True)
 
-    # ---- destroying a virtual object must not generate it first ----
+def _wrap_destroy(cache, name, rule: Destroy):
+    fn = cache.orig[name]
 
-    def destroy(name):
-        fn = orig[name]
+    def wrapper(handle, *rest):
+        with cache.lock:
+            h = int(handle)
+            cache.virtual.pop(h, None)
+            cache.virtual_traits.pop(h, None)
+            cache.virtual_codes.pop(h, None)
+        return fn(handle, *rest)
+    return wrapper
 
-        def f(handle, *rest):
-            with cache.lock:
-                h = int(handle)
-                cache.virtual.pop(h, None)
-                cache.virtual_traits.pop(h, None)
-                cache.virtual_codes.pop(h, None)
-            return fn(handle, *rest)
-        return f
 
-    for n in ("commondx_destroy_code", "cublasdx_destroy_tensor", "cublasdx_destroy_pipeline",
-              "cublasdx_destroy_device_function", "cublasdx_destroy_descriptor"):
-        if n in orig:
-            wrapped[n] = destroy(n)
+def _wrap_pass_through(cache, name, rule: PassThrough):
+    fn = cache.orig[name]
 
-    # ---- every other function: materialize virtual objects it may touch, then run it ----
+    def wrapper(*args):
+        with cache.lock:
+            cache.materialize_args(args)
+        return fn(*args)
+    return wrapper
 
-    def passthrough(name):
-        fn = orig[name]
 
-        def f(*args):
-            with cache.lock:
-                cache.materialize_args(args)
-            return fn(*args)
-        return f
+_WRAPPERS = {Describe: _wrap_describe, SetOption: _wrap_set_option, FinalizeObjects: _wrap_finalize_objects,
+             ReadTrait: _wrap_read_trait, FinalizeCode: _wrap_finalize_code, ReadCode: _wrap_read_code,
+             QueryTrait: _wrap_query_trait, Destroy: _wrap_destroy, PassThrough: _wrap_pass_through}
 
-    for name in orig:
-        if name not in wrapped:
-            wrapped[name] = passthrough(name)
-    for name, fn in wrapped.items():
+
+def wrapped_bindings(module) -> list[str]:
+    """The functions of the binding module that the cache wraps: every ``cublasdx_*`` and
+    ``commondx_*`` function."""
+    return [name for name in dir(module)
+            if name.startswith(("cublasdx_", "commondx_")) and callable(getattr(module, name))
+            and not isinstance(getattr(module, name), type)]
+
+
+def _install(cache: CodegenCache) -> None:
+    """Replace every binding function of ``cache.mathdx`` with the wrapper its rule in ``BINDINGS``
+    describes (``enable`` then rebuilds nvmath's helpers that captured the unwrapped functions)."""
+    M = cache.mathdx
+    for name in wrapped_bindings(M):
+        cache.orig[name] = getattr(M, name)
+    wrappers = {}
+    for name in cache.orig:
+        rule = BINDINGS.get(name, PassThrough())
+        wrappers[name] = _WRAPPERS[type(rule)](cache, name, rule)
+    for name, fn in wrappers.items():
         setattr(M, name, fn)
-    _rebind_captured_helpers()
 
 
 def _rebind_captured_helpers():
@@ -806,6 +946,7 @@ def enable(cache_dir: str | os.PathLike | None = None, *, quiet: bool = True) ->
         return None
     cache = CodegenCache(Path(cache_dir) if cache_dir else default_dir())
     _install(cache)
+    _rebind_captured_helpers()
     _ACTIVE = cache
     if not quiet:
         print(f"cuBLASDx code-generation cache: {cache.root}")
@@ -825,8 +966,9 @@ def stats() -> dict:
            "seconds_generating": round(c.seconds_generating, 1),
            "dir": str(c.root)}
     if c.verify:
-        out["verified_same"] = sum(1 for _, same in c.verified if same)
-        out["verified_different"] = sum(1 for _, same in c.verified if not same)
+        out["verified_same"] = sum(1 for _, _, same in c.verified if same)
+        out["verified_different"] = sum(1 for _, _, same in c.verified if not same)
+        out["different"] = [f"{what} {key[:12]}" for what, key, same in c.verified if not same]
     return out
 
 
