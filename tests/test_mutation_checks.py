@@ -789,7 +789,10 @@ MUTANTS = [
     M("int8 quantize x4, FADD rounding", "0de13394", "t = min(max(v / s,", "t = min(max(v * (float32(1.0) / s),",
       "multiplied by 1 / s"),
     # ---- 05.2: int4 with a scale per group of 128 (exercises 1 and 2)
-    M("int4 quantize", "cell-4", "s = m / float32(7.0)", "s = m / float32(8.0)", "scale amax / 8"),
+    M("int4 quantize", "cell-4", "s = max(m, AMAX_FLOOR) / float32(7.0)", "s = max(m, AMAX_FLOOR) / float32(8.0)",
+      "scale amax / 8"),
+    M("int4 quantize", "cell-4", "s = max(m, AMAX_FLOOR) / float32(7.0)", "s = m / float32(7.0)",
+      "absmax not floored: a group of subnormals gets scale 0"),
     M("int4 quantize", "cell-4", "(q0 & 0xF) | ((q1 & 0xF) << 4), (q2 & 0xF) | ((q3 & 0xF) << 4)",
       "(q1 & 0xF) | ((q0 & 0xF) << 4), (q3 & 0xF) | ((q2 & 0xF) << 4)", "nibbles swapped"),
     M("int4 quantize", "cell-4", "(q0 & 0xF) | ((q1 & 0xF) << 4)", "q0 | (q1 << 4)", "codes not masked to 4 bits"),

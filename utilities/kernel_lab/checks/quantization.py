@@ -587,6 +587,9 @@ def _int4_matrix(rng, rows, cols):
         x[1, :] = 0.0  # an all-zero row: scale 1
     if rows > 2:
         x[2, cols - 1] = -5.0  # the largest magnitude of the last group, negative, in the odd tail
+    if rows > 3:  # a group of float32 subnormals, |x| <= 3 * 2^-149: unfloored, absmax / 7 rounds to 0
+        x[3, :g0] = (rng.integers(-3, 4, g0) * 2.0 ** -149).astype(np.float32)
+        x[3, 0] = np.float32(3 * 2.0 ** -149)
     return x
 
 
@@ -651,6 +654,12 @@ def check_int4_quantize(launch, *, name: str = "int4 quantize", shapes=None, see
                 hints.append("the scale divides by the wrong number: the largest code is 7, so scale = absmax / 7.")
             elif np.isnan(got_s).all():
                 hints.append("no scale was written: lane 0 of each warp stores its group's scale (is the exercise done?).")
+            elif (tiny := want_s <= np.float32(ref.AMAX_FLOOR / 7)).any() and (got_s[tiny] != want_s[tiny]).any() \
+                    and np.array_equal(got_s[~tiny], want_s[~tiny]):
+                hints.append("only the groups of float32 subnormals (row 3's first, |x| at most 3 x 2^-149) have "
+                             "wrong scales: there m / 7 rounds to 0 (and the codes divide by it). Floor the absmax "
+                             "first, s = max(m, AMAX_FLOOR) / 7 with AMAX_FLOOR = 2^-126 (float32's smallest "
+                             "normal; kernel_lab.quant.integer), as production quantizers clamp their scales.")
             elif np.isnan(got_s).any():
                 hints.append(_int4_unwritten_scales_hint(got_s))
             elif hint := _int4_shared_scale_hint(got_s, want_s):

@@ -32,7 +32,7 @@ from numba import cuda, float32, int32, int64, uint8, uint16, uint64
 
 from ..validate import KernelLabArgumentError
 from ..vector_loads import load4, store4
-from .integer import INT4_GROUP
+from .integer import AMAX_FLOOR, INT4_GROUP
 from .int8 import MAX_GRID_Y, round_clamp_fadd
 from .warp import warp_max_f32
 
@@ -59,7 +59,7 @@ def group_codes(v0, v1, v2, v3):
     """The group's scale (absmax / 7 by shuffles over the warp, 1 for an all-zero group) and the
     lane's four codes as two bytes (:func:`quad_codes`)."""
     m = warp_max_f32(max(max(abs(v0), abs(v1)), max(abs(v2), abs(v3))))
-    s = m / float32(7.0) if m > float32(0.0) else float32(1.0)
+    s = max(m, AMAX_FLOOR) / float32(7.0) if m > float32(0.0) else float32(1.0)
     lo, hi = quad_codes(v0, v1, v2, v3, s)
     return s, lo, hi
 
@@ -219,7 +219,7 @@ def int4_quantize_rows_x8(x, packed, packed16, scales):
         v4, v5, v6, v7 = load4(x, (r, c1))
     m = max(max(abs(v0), abs(v1)), max(abs(v2), abs(v3)))
     m = max16(max(m, max(max(abs(v4), abs(v5)), max(abs(v6), abs(v7)))))
-    s = m / float32(7.0) if m > float32(0.0) else float32(1.0)
+    s = max(m, AMAX_FLOOR) / float32(7.0) if m > float32(0.0) else float32(1.0)
     lo0, hi0 = quad_codes(v0, v1, v2, v3, s)
     lo1, hi1 = quad_codes(v4, v5, v6, v7, s)
     if lane == uint64(0) and g < groups:
