@@ -93,3 +93,11 @@ def test_the_learners_best_line_heads_the_page(tmp_path):
     page = benchmarks_page.render(tmp_path)
     assert "| `00-x/demo` | fast | 94% of the copy roofline (goal 80%: met), 2.87x cupy.copyto(out, a.T) |" in page
     assert page.index("The learner's best kernel") < page.index("## `00-x/demo`")
+
+
+def test_the_gpu_comes_from_the_outputs_else_from_the_metadata():
+    assert benchmarks_page.gpu_of(_notebook()) == "NVIDIA H200 (cc 9.0)"
+    nb = _notebook(OUTPUT.split("\n", 1)[1])  # no GPU line printed (a setup cell still to run on a GPU)
+    assert benchmarks_page.gpu_of(nb) is None
+    nb.metadata["kernel_lab"] = {"outputs_from": "GPU: NVIDIA H100 80GB HBM3 (compute capability 9.0), 2026-11-26"}
+    assert benchmarks_page.gpu_of(nb) == "NVIDIA H100 80GB HBM3 (cc 9.0)"

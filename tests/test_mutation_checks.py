@@ -46,6 +46,7 @@ NB015 = "solutions/01-gpu-in-practice/05-occupancy.ipynb"
 NB021 = "solutions/02-reductions-and-gemm/02.1-device-wide-reductions.ipynb"
 NB022 = "solutions/02-reductions-and-gemm/02.2-device-wide-scan.ipynb"
 NB023 = "solutions/02-reductions-and-gemm/02.3-sgemm-progression.ipynb"
+NB023B = "solutions/02-reductions-and-gemm/02.3b-sgemm-warp-tiling.ipynb"
 NB024 = "solutions/02-reductions-and-gemm/02.4-dgemm.ipynb"
 NB031 = "solutions/03-fusion/03.1-gemm-bias-relu.ipynb"
 NB032 = "solutions/03-fusion/03.2-conv3x3-bias-relu.ipynb"
@@ -109,8 +110,8 @@ PROGRAMS = {
     "status word": (NB022, ["0180e442:defs", "c4733ad7"]),
     "SGEMM, shared-memory tiles": (NB023, ["f262a922:defs", "96a129fb"]),
     "SGEMM, 2D register blocking": (NB023, ["f262a922:defs", "831d1027"]),
-    "SGEMM, two tiles per trip": (NB023, ["f262a922:defs", "bf9a7e0d:defs", "0dec6b1c:defs", "19dfffaf:defs",
-                                          "75d81445"]),
+    "SGEMM, two tiles per trip": (NB023B, ["sgemm-part2-setup:defs", "bf9a7e0d:defs", "0dec6b1c:defs",
+                                           "19dfffaf:defs", "75d81445"]),
     "FMA chains": (NB024, ["f84855e3:defs", "e66ad60c:defs", "=checks.check_fma_chains(make_fma_chains)"]),
     "DGEMM step": (NB024, ["f84855e3:defs", "ex2-code"]),
     "DGEMM tile budget": (NB024, ["f84855e3:defs", "ex2-code:defs", "ex3-code"]),
@@ -183,10 +184,10 @@ PROGRAMS = {
     "Ozaki slice_rows": (NB072, ["3fcbc5bc:defs", "8bc65df9"]),
     "symmetric residues": (NB076, ["82846d38:defs", "233cf6be"]),
     "CRT": (NB076, ["82846d38:defs", "21d88ceb"]),
-    # kernels 6 and 7 of 02.3: each cell checks at the simulator's tiles, then (in the simulator) once
+    # kernels 6 and 7 (02.3b): each cell checks at the simulator's tiles, then (in the simulator) once
     # more at the GPU's, where a thread's 8 x 8 results take two 16-byte loads a row and 8 warps two rows
-    "SGEMM, vectorised loads": (NB023, ["f262a922:defs", "c2dc4d80"]),
-    "SGEMM, warp tiling": (NB023, ["f262a922:defs", "bf9a7e0d:defs", "0dec6b1c"]),
+    "SGEMM, vectorised loads": (NB023B, ["sgemm-part2-setup:defs", "c2dc4d80"]),
+    "SGEMM, warp tiling": (NB023B, ["sgemm-part2-setup:defs", "bf9a7e0d:defs", "0dec6b1c"]),
 }
 
 
@@ -498,7 +499,7 @@ MUTANTS = [
       "return (uint64(kl.float_bits(value)) << uint64(32)) | uint64(flag)", "halves swapped"),
     M("status word", "c4733ad7", "kl.bits_float(uint32(word & uint64(0xFFFFFFFF)))",
       "float32(word & uint64(0xFFFFFFFF))", "value converted back, not reinterpreted"),
-    # ---- 02.3: SGEMM
+    # ---- 02.3 and 02.3b: SGEMM
     M("SGEMM, shared-memory tiles", "96a129fb",
       "        cuda.syncthreads()  # the tiles are complete before anyone uses them\n", "",
       "tiles used before the barrier"),
@@ -1109,12 +1110,12 @@ MUTANTS = [
       "O += P V reads a lane's first row of P for every row"),
     M("tiled attention", "tiled-core", "4 * CG * ch + 4 * cg)", "4 * ch + 4 * cg)",
       "a lane's chunks of V 4 columns apart, not 4 CG"),
-    # 02.3 kernel 6: the simulator's thread has 4 x 4 results (one 16-byte load a row), the GPU's 8 x 8
+    # 02.3b kernel 6: the simulator's thread has 4 x 4 results (one 16-byte load a row), the GPU's 8 x 8
     M("SGEMM, vectorised loads", "c2dc4d80", "load4(a_t, (k, ty * TM + i))", "load4(a_t, (k, ty * TM))",
       "the upper half of a thread's rows of A loaded from the lower half"),
     M("SGEMM, vectorised loads", "c2dc4d80", "load4(b_t, (k, tx * TN + j))", "load4(b_t, (k, tx * TN))",
       "the upper half of a thread's columns of B loaded from the lower half"),
-    # 02.3 kernel 7: the simulator's 2 warps are one row of warp tiles, the GPU's 8 are two rows
+    # 02.3b kernel 7: the simulator's 2 warps are one row of warp tiles, the GPU's 8 are two rows
     M("SGEMM, warp tiling", "0dec6b1c", "return (warp // WARPS_N) * WM,", "return (warp // WARPS_N) * WN,",
       "rows of warp tiles stepped by the warp tile's width"),
 ]

@@ -42,13 +42,13 @@ RENAMES: dict[tuple[str, str], dict[str, str]] = {
     # 02.2 builds the scan for two look-backs (make_single_pass(look_back, lookback_threads)); the
     # package keeps the one the notebook ends with, the warp look-back: make_single_pass(look_back_warp, 32).
     ("02.2-device-wide-scan.ipynb", "scan_single_pass"): {"look_back": "look_back_warp", "lookback_threads": "32"},
-    # 02.3 calls the package's helpers through its module (ref = kernel_lab.reductions_gemm.sgemm); the
+    # 02.3b calls the package's helpers through its module (ref = kernel_lab.reductions_gemm.sgemm); the
     # package calls them by name. The warp-tiled parts are one factory for every GemmTiles, whose constants
     # the package prefixes with X (XWM, XBK: sgemm.py's module-level BK and TM are kernels 5 and 6's).
-    ("02.3-sgemm-progression.ipynb", "sgemm_vectorized"): {"ref.load_tiles_vec": "load_tiles_vec",
-                                                           "ref.store_block": "store_block"},
-    ("02.3-sgemm-progression.ipynb", "lane_map"): {"WM": "XWM", "WN": "XWN"},
-    ("02.3-sgemm-progression.ipynb", "one_tile"): {"BKX": "XBK"},
+    ("02.3b-sgemm-warp-tiling.ipynb", "sgemm_vectorized"): {"ref.load_tiles_vec": "load_tiles_vec",
+                                                            "ref.store_block": "store_block"},
+    ("02.3b-sgemm-warp-tiling.ipynb", "lane_map"): {"WM": "XWM", "WN": "XWN"},
+    ("02.3b-sgemm-warp-tiling.ipynb", "one_tile"): {"BKX": "XBK"},
     # 04.2 names the full-warp mask (FULL = 0xFFFFFFFF); the package's warp_sum (05.5's) writes it out.
     ("04.2-online-softmax.ipynb", "warp_sum"): {"FULL": "0xFFFFFFFF"},
 }

@@ -55,6 +55,7 @@ def test_an_unwritable_place_never_breaks_a_check(tmp_path, monkeypatch):
 def test_modules_come_from_the_notebook_path():
     assert progress.module_of(NB) == "01"
     assert progress.module_of("solutions/02-reductions-and-gemm/02.3-sgemm-progression.ipynb") == "02"
+    assert progress.module_of("solutions/02-reductions-and-gemm/02.3b-sgemm-warp-tiling.ipynb") == "02"
     assert progress.module_of("07.2-slicing-on-the-gpu.ipynb") == "07"
     assert progress.module_of("Untitled.ipynb") == progress.UNKNOWN_MODULE
     assert progress.module_of(None) == progress.UNKNOWN_MODULE

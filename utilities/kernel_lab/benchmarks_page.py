@@ -128,12 +128,16 @@ def kernels(nb) -> list[Row]:
 
 
 def gpu_of(nb) -> str | None:
+    """The GPU the stored outputs name (the setup cell prints it); failing that, the one the notebook's
+    metadata records (``kernel_lab.outputs_from``, written by store_outputs), as for a notebook whose
+    setup cell waits for its first GPU run while its other cells keep their outputs (02.3b)."""
     for cell in nb.cells:
         for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
             m = _GPU.search(readings._output_text(output))
             if m:
                 return f"{m.group(1)} (cc {m.group(2)})"
-    return None
+    m = _GPU.search(str(nb.metadata.get("kernel_lab", {}).get("outputs_from", "")))
+    return f"{m.group(1)} (cc {m.group(2)})" if m else None
 
 
 _BEST = re.compile(r"^your best kernel(?P<tail>.*)$", re.M)

@@ -85,8 +85,8 @@ class Notebook:
 
 def short_name(path: str) -> str:
     folder, _, stem = path.rpartition("/")
-    number = re.match(r"\d\d(?:\.\d+)?", stem).group(0)
-    if "." in number or folder == stem:  # "02.3-..." or "00-getting-started/00-getting-started"
+    number = re.match(r"\d\d(?:\.\d+[a-z]?)?", stem).group(0)
+    if "." in number or folder == stem:  # "02.3-...", "02.3b-..." or "00-getting-started/00-getting-started"
         return number
     return f"{folder[:2]}.{int(number)}"  # module 01 numbers its notebooks "03-...": 01.3
 
@@ -268,7 +268,7 @@ PLANS = (
             (Step("00"), Step("01.2", "1"), Step("01.3", "1-2"), Step("01.4", "1"))),
         Day("Day 2: the SGEMM progression, and a fused epilogue", 6.0,
             (Step("02.3", "3-5", show="1-2"), Step("03.1", "1-2", show="3"))),
-    ), after=("01.1", "01.5", "02.1", "02.2", "02.4", "03.2", "03.3", "03.4")),
+    ), after=("01.1", "01.5", "02.1", "02.2", "02.3b", "02.4", "03.2", "03.3", "03.4")),
     Plan("attention-day", (Day("", 6.0, (Step("04.1"), Step("04.2"), Step("04.3", "1", show="2"))),),
          after=("04.4", "04.5")),
 )

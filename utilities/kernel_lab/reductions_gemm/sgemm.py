@@ -767,7 +767,7 @@ _COMPUTE_K64: dict = {}
 
 def step_source(cfg: GemmTiles, compute_k=None) -> str:
     """The source of one step of k of the warp-tiled kernel for ``cfg``: ``load_k`` (a lane's values
-    from shared memory) and ``compute_k`` (the loads, then the multiply-adds), as 02.3 shows them."""
+    from shared memory) and ``compute_k`` (the loads, then the multiply-adds), as 02.3b shows them."""
     import inspect
     import textwrap
 
