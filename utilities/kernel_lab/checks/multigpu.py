@@ -19,6 +19,7 @@ On a GPU this check still runs the simulator's model only where it is active; it
 
 from __future__ import annotations
 
+from .. import progress
 from ..check import CheckFailed, finishes_within
 from ..environment import on_simulator
 
@@ -84,10 +85,11 @@ def check_one_shot_protocol(block_fn, name: str = "one-shot all-reduce", *, seed
     """Run ``block_fn`` for two simulated GPUs; print one line, or raise ``CheckFailed`` naming the
     mistake. ``sizes``: ``n``, ``blocks``, ``threads``, ``calls`` of ``run_two_halves``."""
     if not on_simulator():
-        print(f"{name}: the protocol's simulator check runs on the CPU only; on GPUs compare with NCCL")
+        print(f"The simulator check of the protocol ({name}) runs on the CPU only; on GPUs compare with NCCL")
         return
     with finishes_within(name, seconds, HANG_HINT):
         mistake, message = diagnose(block_fn, seeds=seeds, **sizes)
     if mistake is not None:
         raise CheckFailed(f"{name}: {message}")
+    progress.passed(name)
     print(f"{name}: correct on two simulated GPUs for {len(seeds)} schedules, stores seen late until a system fence")
