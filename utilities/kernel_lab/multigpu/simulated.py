@@ -142,99 +142,46 @@ def run_two_halves(block_fn=one_shot_block, *, n: int = 96, blocks: int = 2, thr
 
 # --- the classic mistakes ---------------------------------------------------------------------------
 
-@cuda.jit(device=True)
-def no_fence(b, nblocks, x, mine, peer, my_flags, peer_flags, out, epoch):
-    """Mistake: no fence between the data and the flag."""
-    t = cuda.threadIdx.x
-    n = x.size
-    half = (epoch & 1) * n
-    stride = nblocks * cuda.blockDim.x
-    i = b * cuda.blockDim.x + t
-    while i < n:
-        mine[half + i] = x[i]
-        i += stride
-    cuda.syncthreads()
-    if t == 0:
-        cuda.atomic.exch(my_flags, b, epoch)
-        while load_acquire_system(peer_flags, b) < epoch:
-            pass
-    cuda.syncthreads()
-    i = b * cuda.blockDim.x + t
-    while i < n:
-        out[i] = x[i] + peer[half + i]
-        i += stride
+def _variant(*, fence="system", flags="epoch", wait=True):
+    """``one_shot_block``'s protocol with one mistake, chosen by closure constants (each variant compiles
+    to its own code): ``fence`` "system", "gpu" (``cuda.threadfence()``, this GPU's scope only) or None;
+    ``flags`` "epoch" or "reset" (0/1 flags, each block lowering its own as soon as it has seen the
+    peer's, while the peer may not have seen it yet); ``wait`` False: the reader does not wait."""
+
+    @cuda.jit(device=True)
+    def block(b, nblocks, x, mine, peer, my_flags, peer_flags, out, epoch):
+        t = cuda.threadIdx.x
+        n = x.size
+        half = (epoch & 1) * n
+        stride = nblocks * cuda.blockDim.x
+        i = b * cuda.blockDim.x + t
+        while i < n:
+            mine[half + i] = x[i]
+            i += stride
+        cuda.syncthreads()
+        if t == 0:
+            if fence == "system":
+                cuda.threadfence_system()
+            elif fence == "gpu":
+                cuda.threadfence()
+            up = epoch if flags == "epoch" else 1
+            cuda.atomic.exch(my_flags, b, up)
+            if wait:
+                while load_acquire_system(peer_flags, b) < up:
+                    pass
+            if flags == "reset":
+                cuda.atomic.exch(my_flags, b, 0)  # ready for the next call... too early
+        cuda.syncthreads()
+        i = b * cuda.blockDim.x + t
+        while i < n:
+            out[i] = x[i] + peer[half + i]
+            i += stride
+
+    return block
 
 
-@cuda.jit(device=True)
-def gpu_fence(b, nblocks, x, mine, peer, my_flags, peer_flags, out, epoch):
-    """Mistake: ``cuda.threadfence()`` (this GPU's scope) where another GPU reads."""
-    t = cuda.threadIdx.x
-    n = x.size
-    half = (epoch & 1) * n
-    stride = nblocks * cuda.blockDim.x
-    i = b * cuda.blockDim.x + t
-    while i < n:
-        mine[half + i] = x[i]
-        i += stride
-    cuda.syncthreads()
-    if t == 0:
-        cuda.threadfence()
-        cuda.atomic.exch(my_flags, b, epoch)
-        while load_acquire_system(peer_flags, b) < epoch:
-            pass
-    cuda.syncthreads()
-    i = b * cuda.blockDim.x + t
-    while i < n:
-        out[i] = x[i] + peer[half + i]
-        i += stride
-
-
-@cuda.jit(device=True)
-def reset_too_early(b, nblocks, x, mine, peer, my_flags, peer_flags, out, epoch):
-    """Mistake: flags 0/1 instead of epochs, and a block resets its own flag as soon as it has seen
-    the peer's, while the peer may not have seen it yet."""
-    t = cuda.threadIdx.x
-    n = x.size
-    half = (epoch & 1) * n
-    stride = nblocks * cuda.blockDim.x
-    i = b * cuda.blockDim.x + t
-    while i < n:
-        mine[half + i] = x[i]
-        i += stride
-    cuda.syncthreads()
-    if t == 0:
-        cuda.threadfence_system()
-        cuda.atomic.exch(my_flags, b, 1)
-        while load_acquire_system(peer_flags, b) < 1:
-            pass
-        cuda.atomic.exch(my_flags, b, 0)  # ready for the next call... too early
-    cuda.syncthreads()
-    i = b * cuda.blockDim.x + t
-    while i < n:
-        out[i] = x[i] + peer[half + i]
-        i += stride
-
-
-@cuda.jit(device=True)
-def no_wait(b, nblocks, x, mine, peer, my_flags, peer_flags, out, epoch):
-    """Mistake: the reader reads the peer's data without waiting for the peer's flag."""
-    t = cuda.threadIdx.x
-    n = x.size
-    half = (epoch & 1) * n
-    stride = nblocks * cuda.blockDim.x
-    i = b * cuda.blockDim.x + t
-    while i < n:
-        mine[half + i] = x[i]
-        i += stride
-    cuda.syncthreads()
-    if t == 0:
-        cuda.threadfence_system()
-        cuda.atomic.exch(my_flags, b, epoch)
-    cuda.syncthreads()
-    i = b * cuda.blockDim.x + t
-    while i < n:
-        out[i] = x[i] + peer[half + i]
-        i += stride
-
-
+no_fence = _variant(fence=None)  # the flag may arrive before the data
+gpu_fence = _variant(fence="gpu")  # orders nothing for another GPU
+reset_too_early = _variant(flags="reset")
+no_wait = _variant(wait=False)
 MISTAKES = {"no_fence": no_fence, "gpu_fence": gpu_fence, "reset_too_early": reset_too_early, "no_wait": no_wait}
