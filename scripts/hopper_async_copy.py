@@ -1,5 +1,6 @@
-"""Hopper's bulk copy through an mbarrier, from Numba: the round-trip kernel, its protocol mutants,
-and a compile for sm_90a without a GPU.
+"""Hopper's bulk copies from Numba, both directions: a round trip through an mbarrier, one that writes
+back through the bulk store and its groups, their protocol mutants, and a compile for sm_90a without
+a GPU.
 
 The kernel copies ``rounds`` tiles of ``n`` float32 from global memory into one shared tile with
 ``cp_async_bulk`` (thread 0 issues it) and writes each back, reusing the tile and its two barriers
@@ -8,16 +9,23 @@ every round: ``full`` (count 1: the producer's arrive_expect_tx plus the copy's 
 it). Round ``r`` waits on ``full`` with parity ``r & 1``; the producer waits on ``empty`` with
 parity ``(r & 1) ^ 1`` (on a fresh barrier parity 1 passes at once, so round 0 does not wait).
 
-``make_round_trip(mutant)`` builds the kernel or one of the classic mistakes (``MUTANTS``);
-tests/test_async_copy_intrinsics.py runs them in the simulator. Offline (no GPU):
+``make_round_trip(mutant)`` builds the kernel or one of the classic mistakes (``MUTANTS``).
+
+The second kernel, ``make_store_round_trip(mutant)``, writes back through the bulk store: each round
+loads a tile as above (one barrier, ``full``), the threads write twice each value into a second
+shared tile, fence it for the copy engine (``fence_proxy_async_shared``) and sync, and thread 0
+stores that tile to global memory with ``cp_async_bulk_store``, commits the group and waits until
+the store has read the tile (``cp_async_bulk_wait_group_read(0)``) before a second sync lets the
+threads overwrite it. Its mistakes are in ``STORE_MUTANTS``. tests/test_async_copy_intrinsics.py runs
+both kernels and every mutant in the simulator. Offline (no GPU):
 
     NUMBA_ENABLE_CUDASIM=0 /tmp/nvenv/bin/python scripts/hopper_async_copy.py --offline
 
-compiles the kernel to PTX for sm_90a with numba-cuda, assembles it with ptxas (from the CUDA
+compiles both kernels to PTX for sm_90a with numba-cuda, assembles them with ptxas (from the CUDA
 toolkit on PATH), and checks that a compile for sm_80 is refused with kernel_lab's message.
-On an H100/H200: ``python scripts/hopper_async_copy.py --gpu`` runs the kernel at 16 B .. 48 KB.
+On an H100/H200: ``python scripts/hopper_async_copy.py --gpu`` runs both kernels at 16 B .. 48 KB.
 Question it answers: do the intrinsics assemble and run as the simulator's model says?
-Result (offline, CUDA 13.0 ptxas, no GPU): assembles for sm_90a; the GPU run is still to be done.
+Result (offline, CUDA 13.0 ptxas, no GPU): both kernels assemble for sm_90a; the GPU run is still to be done.
 """
 
 from __future__ import annotations
@@ -43,6 +51,13 @@ MUTANTS = {
     "expect too few": "arrive_expect_tx announces 16 bytes fewer than the copy carries (the phase completes early)",
     "no wait": "the threads read the tile without waiting on `full`",
     "no fence": "thread 0 initialises the barriers without fence_mbarrier_init()",
+}
+STORE_MUTANTS = {
+    "no commit": "thread 0 issues the bulk store without cp_async_bulk_commit_group(), so its wait has no group "
+                 "to wait for",
+    "no store wait": "thread 0 commits the store but does not call cp_async_bulk_wait_group_read(0) before the "
+                     "threads overwrite the shared tile",
+    "no proxy fence": "the threads write the tile to store without fence_proxy_async_shared() before the sync",
 }
 SIZES_BYTES = (16, 48, 256, 4096, 48 * 1024)
 
@@ -91,20 +106,93 @@ def make_round_trip(mutant: str | None = None):
     return round_trip
 
 
-def run_round_trip(kernel, nbytes: int, rounds: int = 2, threads: int = 32, seed: int = 0):
-    """Launch on random input; returns (input, output) as host arrays."""
+def make_store_round_trip(mutant: str | None = None):
+    """The kernel ``(src, out, n, rounds)`` that writes ``out = 2 * src`` back through bulk stores;
+    launch ``[1, threads, 0, 8 * n]`` (two tiles of shared memory)."""
+    from kernel_lab.device.bulk_copy import (
+        cp_async_bulk,
+        cp_async_bulk_commit_group,
+        cp_async_bulk_store,
+        cp_async_bulk_wait_group_read,
+        fence_proxy_async_shared,
+    )
+    from kernel_lab.device.mbarrier import (
+        fence_mbarrier_init,
+        mbarrier_arrive_expect_tx,
+        mbarrier_init,
+        mbarrier_wait_parity,
+    )
+
+    if mutant is not None and mutant not in STORE_MUTANTS:
+        raise ValueError(f"unknown mutant {mutant!r}; known: {', '.join(STORE_MUTANTS)}")
+    commit = mutant != "no commit"
+    wait = mutant != "no store wait"
+    fence = mutant != "no proxy fence"
+
+    @cuda.jit
+    def store_round_trip(src, out, n, rounds):
+        tile = cuda.shared.array(0, np.float32)  # [0, n): the tile loaded; [n, 2n): the tile stored
+        bars = cuda.shared.array(1, np.uint64)
+        tid = cuda.threadIdx.x
+        nbytes = 4 * n
+        if tid == 0:
+            mbarrier_init(bars, 0, 1)
+            fence_mbarrier_init()
+        cuda.syncthreads()
+        for r in range(rounds):
+            if tid == 0:
+                mbarrier_arrive_expect_tx(bars, 0, nbytes)
+                cp_async_bulk(tile, 0, src, r * n, nbytes, bars, 0)
+            mbarrier_wait_parity(bars, 0, r & 1)
+            for i in range(tid, n, cuda.blockDim.x):
+                tile[n + i] = 2 * tile[i]
+            if fence:
+                fence_proxy_async_shared()  # the writes above, made visible to the copy engine
+            cuda.syncthreads()
+            if tid == 0:
+                cp_async_bulk_store(out, r * n, tile, n, nbytes)
+                if commit:
+                    cp_async_bulk_commit_group()
+                if wait:
+                    cp_async_bulk_wait_group_read(0)  # the store has read the tile
+            cuda.syncthreads()  # both tiles may be written again
+
+    return store_round_trip
+
+
+def _make_store_only():
+    """A bulk store of the first ``n`` floats of a shared tile (the offline check's sm_80 refusal)."""
+    from kernel_lab.device.bulk_copy import (
+        cp_async_bulk_commit_group,
+        cp_async_bulk_store,
+        cp_async_bulk_wait_group_read,
+    )
+
+    @cuda.jit
+    def store_only(src, out, n, rounds):
+        tile = cuda.shared.array(0, np.float32)
+        cp_async_bulk_store(out, 0, tile, 0, 4 * n)
+        cp_async_bulk_commit_group()
+        cp_async_bulk_wait_group_read(0)
+
+    return store_only
+
+
+def run_round_trip(kernel, nbytes: int, rounds: int = 2, threads: int = 32, seed: int = 0, tiles: int = 1):
+    """Launch on random input; returns (input, output) as host arrays. ``tiles``: shared tiles of
+    ``nbytes`` each (2 for the store round trip)."""
     n = nbytes // 4
     src = np.random.default_rng(seed).standard_normal(rounds * n).astype(np.float32)
     out = np.zeros_like(src)
     d_src, d_out = cuda.to_device(src), cuda.to_device(out)
-    kernel[1, threads, 0, nbytes](d_src, d_out, n, rounds)
+    kernel[1, threads, 0, tiles * nbytes](d_src, d_out, n, rounds)
     return src, d_out.copy_to_host()
 
 
-def _ptx(cc):
+def _ptx(cc, make=None):
     from numba import types
 
-    kernel = make_round_trip()
+    kernel = (make or make_round_trip)()
     sig = (types.float32[::1], types.float32[::1], types.int32, types.int32)
     ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=cc)
     return ptx
@@ -119,55 +207,68 @@ def offline() -> int:
         compute_capability, id = (9, 0), 0
 
     dispatcher.get_current_device = Hopper
-    ptx = _ptx((9, 0, "a"))
-    needed = ("mbarrier.init.shared::cta.b64", "mbarrier.arrive.expect_tx.shared::cta.b64",
-              "mbarrier.try_wait.parity.shared::cta.b64", "fence.mbarrier_init.release.cluster",
-              "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes")
-    missing = [s for s in needed if s not in ptx]
-    if missing:
-        print("FAILED: the PTX lacks", missing)
-        return 1
-    target = next(ln for ln in ptx.splitlines() if ln.startswith(".target"))
-    print(f"PTX for {target.split()[1]}: {len(ptx)} characters, every instruction present")
+    kernels = {
+        "round_trip": (make_round_trip, (
+            "mbarrier.init.shared::cta.b64", "mbarrier.arrive.expect_tx.shared::cta.b64",
+            "mbarrier.try_wait.parity.shared::cta.b64", "fence.mbarrier_init.release.cluster",
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes")),
+        "store_round_trip": (make_store_round_trip, (
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes", "fence.proxy.async.shared::cta",
+            "cp.async.bulk.global.shared::cta.bulk_group", "cp.async.bulk.commit_group",
+            "cp.async.bulk.wait_group.read 0")),
+    }
     ptxas = shutil.which("ptxas")
-    if ptxas is None:
-        print("SKIPPED assembling: no ptxas on PATH")
-    else:
+    for name, (make, needed) in kernels.items():
+        ptx = _ptx((9, 0, "a"), make)
+        missing = [s for s in needed if s not in ptx]
+        if missing:
+            print(f"FAILED: the PTX of {name} lacks", missing)
+            return 1
+        target = next(ln for ln in ptx.splitlines() if ln.startswith(".target"))
+        print(f"{name}: PTX for {target.split()[1]}: {len(ptx)} characters, every instruction present")
+        if ptxas is None:
+            print("SKIPPED assembling: no ptxas on PATH")
+            continue
         with tempfile.TemporaryDirectory() as tmp:
-            src, cubin = Path(tmp) / "round_trip.ptx", Path(tmp) / "round_trip.cubin"
+            src, cubin = Path(tmp) / f"{name}.ptx", Path(tmp) / f"{name}.cubin"
             src.write_text(ptx)
             run = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(src), "-o", str(cubin)], check=False,
                                  capture_output=True, text=True)
             if run.returncode:
-                print("FAILED: ptxas\n" + run.stderr)
+                print(f"FAILED: ptxas on {name}\n" + run.stderr)
                 return 1
             usage = [ln.split("info    : ")[-1] for ln in run.stderr.splitlines() if "Used" in ln]
-            print(f"ptxas -arch=sm_90a: {cubin.stat().st_size} bytes of SASS; {'; '.join(usage)}")
-    try:
-        _ptx((8, 0))
-    except Exception as exc:  # noqa: BLE001 - Numba wraps the package's error in its own
-        text = str(exc)
-        if "compute capability 9.0" not in text:
-            print("FAILED: sm_80 refused with an unexpected message:\n" + text)
+            print(f"{name}: ptxas -arch=sm_90a: {cubin.stat().st_size} bytes of SASS; {'; '.join(usage)}")
+    kernels["store_only"] = (_make_store_only, ())  # the store's own refusal, with no mbarrier before it
+    for name, (make, _needed) in kernels.items():
+        try:
+            _ptx((8, 0), make)
+        except Exception as exc:  # noqa: BLE001 - Numba wraps the package's error in its own
+            text = str(exc)
+            if "compute capability 9.0" not in text:
+                print(f"FAILED: sm_80 refused {name} with an unexpected message:\n" + text)
+                return 1
+            line = next(ln for ln in text.splitlines() if "compute capability 9.0" in ln)
+            kind = "KernelLabArgumentError" if isinstance(exc, KernelLabArgumentError) or \
+                KernelLabArgumentError.__name__ in text else type(exc).__name__
+            print(f"{name}: sm_80 refused ({kind}): {line.strip()}")
+        else:
+            print(f"FAILED: {name} compiled for sm_80")
             return 1
-        line = next(ln for ln in text.splitlines() if "compute capability 9.0" in ln)
-        kind = "KernelLabArgumentError" if isinstance(exc, KernelLabArgumentError) or \
-            KernelLabArgumentError.__name__ in text else type(exc).__name__
-        print(f"sm_80 refused ({kind}): {line.strip()}")
-    else:
-        print("FAILED: the kernel compiled for sm_80")
-        return 1
     return 0
 
 
 def gpu() -> int:
-    kernel = make_round_trip()
     failed = 0
-    for nbytes in SIZES_BYTES:
-        src, out = run_round_trip(kernel, nbytes)
-        ok = np.array_equal(src, out)
-        failed += not ok
-        print(f"{nbytes:6d} B x 2 rounds: {'ok' if ok else 'WRONG'}")
+    for name, kernel, tiles, factor in (("round trip", make_round_trip(), 1, 1),
+                                        ("store round trip", make_store_round_trip(), 2, 2)):
+        for nbytes in SIZES_BYTES:
+            if tiles * nbytes > 48 * 1024:
+                continue  # past the 48 KB of dynamic shared memory a launch gets without opting in
+            src, out = run_round_trip(kernel, nbytes, tiles=tiles)
+            ok = np.array_equal(factor * src, out)
+            failed += not ok
+            print(f"{name}: {nbytes:6d} B x 2 rounds: {'ok' if ok else 'WRONG'}")
     return 1 if failed else 0
 
 

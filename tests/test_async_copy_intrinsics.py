@@ -1,8 +1,10 @@
 """Hopper's mbarriers and bulk copy (kernel_lab.device.mbarrier, .bulk_copy) in the simulator, and
 their PTX assembled for sm_90a without a GPU.
 
-The round-trip kernel and its mutants live in scripts/hopper_async_copy.py (the same file runs them
-on an H100/H200). Each mutant is one classic protocol mistake, caught with a message that names it.
+The round-trip kernels and their mutants live in scripts/hopper_async_copy.py (the same file runs them
+on an H100/H200): one writes back with the threads' stores, the other through the bulk store
+(kernel_lab.device.bulk_copy.cp_async_bulk_store and its groups). Each mutant is one classic protocol
+mistake, caught with a message that names it.
 """
 
 from __future__ import annotations
@@ -175,6 +177,74 @@ def test_misaligned_source_refused():
         copy[1, 1](np.zeros(64, np.float32))
 
 
+@pytest.mark.parametrize("nbytes", hac.SIZES_BYTES)
+def test_store_round_trip_two_rounds(nbytes):
+    src, out = hac.run_round_trip(hac.make_store_round_trip(), nbytes, rounds=2, tiles=2)
+    np.testing.assert_array_equal(out, 2 * src)
+
+
+def _launch_store(mutant):
+    return hac.run_round_trip(hac.make_store_round_trip(mutant), MUTANT_BYTES, rounds=2, tiles=2)
+
+
+@pytest.mark.parametrize("mutant, message", [
+    ("no commit", "the store was never committed: without cp_async_bulk_commit_group"),
+    ("no store wait", "must call cp_async_bulk_wait_group_read.0. after the commit"),
+])
+def test_store_source_reused_too_early_is_named(mutant, message):
+    with pytest.raises(async_copy_sim.MbarrierProtocolError) as info:
+        _launch_store(mutant)
+    text = str(info.value)
+    assert "was written again before the copy engine had read it" in text
+    assert re.search(message, text), text
+    assert "cp_async_bulk_store(out, r * n, tile, n, nbytes)" in text  # the store's line is named
+
+
+def test_store_without_proxy_fence_is_named():
+    with pytest.raises(async_copy_sim.MbarrierProtocolError, match="fence_proxy_async_shared.. after its writes"):
+        _launch_store("no proxy fence")
+
+
+def _store_probe(overwrite_before_wait, wait):
+    from kernel_lab.device.bulk_copy import (
+        cp_async_bulk_commit_group,
+        cp_async_bulk_store,
+        cp_async_bulk_wait_group_read,
+        fence_proxy_async_shared,
+    )
+
+    @cuda.jit
+    def probe(out, seen):
+        tile = cuda.shared.array(8, np.float32)
+        for i in range(8):
+            tile[i] = i + 1
+        fence_proxy_async_shared()
+        cp_async_bulk_store(out, 0, tile, 0, 32)
+        cp_async_bulk_commit_group()
+        seen[0] = out[0]  # before the wait: the store has not landed
+        if overwrite_before_wait:
+            tile[0] = -1
+        if wait:
+            cp_async_bulk_wait_group_read(0)
+            seen[1] = out[0]
+
+    return probe
+
+
+def test_store_lands_at_the_wait_or_at_the_launch_end():
+    out, seen = np.zeros(8, np.float32), np.zeros(2, np.float32)
+    _store_probe(False, True)[1, 1](out, seen)
+    assert seen.tolist() == [0, 1] and out.tolist() == list(range(1, 9))
+    out, seen = np.zeros(8, np.float32), np.zeros(2, np.float32)
+    _store_probe(True, False)[1, 1](out, seen)  # never waited: lands at the end, with what the tile holds then
+    assert seen[0] == 0 and out[0] == -1, "the overwritten source reaches global memory (corrupted output)"
+
+
+def test_store_source_overwritten_by_its_own_thread_is_named_at_the_wait():
+    with pytest.raises(async_copy_sim.MbarrierProtocolError, match="written again before the copy engine"):
+        _store_probe(True, True)[1, 1](np.zeros(8, np.float32), np.zeros(2, np.float32))
+
+
 _PROBE = """
 from numba import cuda
 def k(a):
@@ -206,5 +276,8 @@ def test_ptx_assembles_for_sm90a_and_sm80_is_refused():
     run = subprocess.run([python, str(ROOT / "scripts" / "hopper_async_copy.py"), "--offline"], cwd=ROOT,
                          env=env, capture_output=True, text=True, timeout=600, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "ptxas -arch=sm_90a" in run.stdout
-    assert "sm_80 refused (KernelLabArgumentError)" in run.stdout
+    for kernel in ("round_trip", "store_round_trip"):
+        assert f"{kernel}: ptxas -arch=sm_90a" in run.stdout, run.stdout
+    for kernel in ("round_trip", "store_round_trip", "store_only"):
+        assert f"{kernel}: sm_80 refused (KernelLabArgumentError)" in run.stdout, run.stdout
+    assert "cp_async_bulk_store needs compute capability 9.0" in run.stdout

@@ -5,9 +5,10 @@ in the simulator) and ``validate``; every other layer may import it (tests/test_
 holds the order). ``dp4a``: DP4A and PRMT (inline PTX on a GPU, Python twins in the simulator).
 Hopper (compute capability 9.0+; a compile for an older target is refused with a message):
 ``mbarrier`` (init, arrive, arrive with expected bytes, wait on a phase's parity, the fences),
-``bulk_copy`` (``cp.async.bulk`` global -> shared completing on an mbarrier), ``hopper_ptx`` (the
+``bulk_copy`` (``cp.async.bulk`` global -> shared completing on an mbarrier, and shared -> global
+completing in bulk async-groups: store, commit, wait for the reads), ``hopper_ptx`` (the
 target check and address helpers they share), and ``async_copy_sim``, their simulator model (barrier
-counts and phases, copies that land in pieces, named protocol mistakes).
+counts and phases, copies that land in pieces, stores that land at their wait, named protocol mistakes).
 
 The package's other device modules still sit at the top level under their first names, because
 notebooks import them there (``kernel_lab.vector_loads``, ``bitcast``, ``acquire``, ``mma_ptx`` with its

@@ -35,6 +35,22 @@ way the hardware misbehaves, so that a wrong protocol shows here as it would on 
   arrival at all in the awaited phase (a wait on the wrong parity, or for an arrive that comes
   after the wait), or every arrival in but tx bytes that no copy will deliver.
 
+* **A bulk store** (``cp_async_bulk_store``, shared -> global) belongs to the issuing thread's
+  current *bulk async-group*; ``cp_async_bulk_commit_group()`` closes the group and
+  ``cp_async_bulk_wait_group_read(n)`` waits until at most the ``n`` newest of the thread's committed
+  groups are still pending. A store reads its shared source and writes global memory only then (or,
+  for stores no wait covered, when the last thread of the block exits: the launch's end), so global
+  memory holds none of its bytes before. Its source must not change meanwhile: a thread that writes
+  the source of a store still pending, found at its next ``fence_proxy_async_shared()`` or bulk store
+  (or by the wait, when the issuing thread wrote it), stops the kernel with
+  :class:`MbarrierProtocolError` naming the missing wait or commit; at the launch's end the late
+  stores copy what the source holds then (corrupted output, as on a GPU).
+* **The proxy fence before a store**: the threads' own writes to shared memory (the generic proxy)
+  reach the copy engine only through ``fence_proxy_async_shared()``. The model keeps, per shared
+  array, its bytes as the copy engine may see them (taken at each such fence, and where a bulk copy
+  landed); a store whose source differs from them was written after the last fence (or with none)
+  and is refused with a message that names the fence.
+
 Memory written by a copy goes straight to the arrays (the race detector does not see the copy
 engine); only C-contiguous arrays are modelled.
 """
@@ -87,6 +103,10 @@ class _BlockState:
         self.runner = runner
         self.barriers = {}  # host address of the word -> _Barrier
         self.copies = []
+        self.uncommitted = {}  # thread id -> its bulk stores not yet in a group
+        self.groups = {}  # thread id -> its committed groups of bulk stores, oldest first
+        self.visible = {}  # host address of a shared array -> (its bytes as the async proxy sees them, known mask)
+        self.exited = 0
 
     def notes(self):
         """Lines for a launch that ran out of time: each barrier that threads still waited on."""
@@ -129,7 +149,26 @@ def _state(runner) -> _BlockState:
         if state is None:
             state = runner._kernel_lab_async = _BlockState(runner)
             _add_notes(runner, state)
+            _land_at_exit(runner, state)
         return state
+
+
+def _land_at_exit(runner, state):
+    """Bulk stores that no wait covered land when the block's last thread exits (the launch's end)."""
+    original = runner.thread_exited
+
+    def thread_exited(thread):
+        with _lock:
+            state.exited += 1
+            if state.exited % runner.nthreads == 0 and runner.error is None:  # one runner serves every block
+                for stores in list(state.uncommitted.values()) + [s for g in state.groups.values() for s in g]:
+                    for store in stores:
+                        store.land()
+                state.uncommitted.clear()
+                state.groups.clear()
+        original(thread)
+
+    runner.thread_exited = thread_exited
 
 
 def _add_notes(runner, state):
@@ -254,6 +293,7 @@ def _advance(state):
         if b.pending == 0 and 0 < b.tx < amount:
             amount = b.tx  # the phase completes here; the rest of the copy lands in the next one
         copy.dst[copy.done:copy.done + amount] = copy.src[copy.done:copy.done + amount]
+        _seen_by_async_proxy(state, copy.dst[copy.done:copy.done + amount])
         copy.done += amount
         b.tx -= amount
         phase = b.phase
@@ -321,16 +361,30 @@ def mbarrier_try_wait_parity(bars, index, parity):
     return done
 
 
-def _fence():
-    thread, runner = _runner("fence")
+def _fence(what="fence_mbarrier_init"):
+    thread, runner = _runner(what)
     with _lock:
-        for b in _state(runner).barriers.values():
+        state = _state(runner)
+        for b in state.barriers.values():
             if b.init_thread == thread.thread_id:
                 b.fenced = True
+    return thread, runner, state
 
 
-fence_mbarrier_init = _fence
-fence_proxy_async_shared = _fence
+def fence_mbarrier_init():
+    _fence()
+
+
+def fence_proxy_async_shared():
+    thread, runner, state = _fence("fence_proxy_async_shared")
+    with _lock:
+        _check_store_sources(thread, state)
+        bases = [_ndarray(a) for a in runner.shared.values()]
+        if runner.dynshared is not None:
+            bases.append(runner.dynshared)
+        for base in bases:
+            raw = base.reshape(-1).view(np.uint8)
+            state.visible[_host_range(base)[0]] = (raw.copy(), np.ones(raw.size, bool))
 
 
 def cp_async_bulk(dst, dst_index, src, src_index, nbytes, bars, bar_index):
@@ -363,6 +417,118 @@ def cp_async_bulk(dst, dst_index, src, src_index, nbytes, bars, bar_index):
         state.copies.append(copy)
 
 
+def _seen_by_async_proxy(state, part):
+    """Bytes the copy engine wrote into shared memory: it sees them without a fence."""
+    _, base = _shared_base(state.runner, part)
+    if base is None:
+        return
+    raw = base.reshape(-1).view(np.uint8)
+    key = _host_range(base)[0]
+    if key not in state.visible:
+        state.visible[key] = (np.zeros(raw.size, np.uint8), np.zeros(raw.size, bool))
+    seen, known = state.visible[key]
+    at = _host_range(part)[0] - key
+    seen[at:at + part.size] = part
+    known[at:at + part.size] = True
+
+
+class _Store:
+    def __init__(self, dst, src, thread, site, source_name):
+        self.dst, self.src, self.site, self.source_name = dst, src, site, source_name
+        self.thread = tuple(thread.threadIdx)
+        self.issued = src.copy()  # the source as it was when the store was issued
+        self.committed = False
+
+    def overwritten(self):
+        return not np.array_equal(self.src, self.issued)
+
+    def land(self):
+        self.dst[:] = self.src  # what the source holds now: a source written too early corrupts the output
+
+
+def _pending_stores(state):
+    for stores in state.uncommitted.values():
+        yield from stores
+    for groups in state.groups.values():
+        for group in groups:
+            yield from group
+
+
+def _overwritten_message(store):
+    if store.committed:
+        fix = ("its thread must call cp_async_bulk_wait_group_read(0) after the commit (and cuda.syncthreads() "
+               "must follow) before any thread writes the tile again")
+    else:
+        fix = ("the store was never committed: without cp_async_bulk_commit_group() after it, no "
+               "cp_async_bulk_wait_group_read waits for it")
+    return (f"the shared source of a bulk store ({store.source_name}, {store.src.size} bytes, issued by thread "
+            f"{store.thread} at {store.site}) was written again before the copy engine had read it: {fix}. "
+            "On a GPU the store may copy the new bytes to global memory (corrupted output).")
+
+
+def _check_store_sources(thread, state):
+    for store in _pending_stores(state):
+        if store.overwritten():
+            _fail(thread, _overwritten_message(store))
+
+
+def cp_async_bulk_store(dst, dst_index, src, src_index, nbytes):
+    what = "cp_async_bulk_store"
+    thread, runner = _runner(what)
+    nbytes = int(nbytes)
+    if nbytes <= 0 or nbytes % 16:
+        _fail(thread, f"{what}: the size must be a positive multiple of 16 bytes, got {nbytes}")
+    with _lock:
+        state = _state(runner)
+        _check_store_sources(thread, state)
+        d, s = _ndarray(dst), _ndarray(src)
+        source_name, base = _shared_base(runner, s)
+        if source_name is None:
+            _fail(thread, f"{what}: the source must be in shared memory (this form copies shared -> global)")
+        if _shared_base(runner, d)[0] is not None:
+            _fail(thread, f"{what}: the destination must be in global memory")
+        d_bytes = _flat_bytes(thread, d, dst_index, nbytes, f"{what} (destination)")
+        s_bytes = _flat_bytes(thread, s, src_index, nbytes, f"{what} (source)")
+        for which, part, index in (("destination", d_bytes, dst_index), ("source", s_bytes, src_index)):
+            if part.__array_interface__["data"][0] % 16:
+                _fail(thread, f"{what}: the {which} address must be 16-byte aligned (element {index} is not)")
+        key = _host_range(base)[0]
+        seen, known = state.visible.get(key, (None, None))
+        at = _host_range(s_bytes)[0] - key
+        if seen is None or not known[at:at + nbytes].all() or not np.array_equal(seen[at:at + nbytes], s_bytes):
+            _fail(thread, f"{what}: the threads' writes to {source_name} (the generic proxy) were not made "
+                          "visible to the copy engine (the async proxy) that reads it: every thread that "
+                          "writes the tile calls fence_proxy_async_shared() after its writes, before the "
+                          "cuda.syncthreads() that precedes the store (missing fence, or a write after it).")
+        state.uncommitted.setdefault(thread.thread_id, []).append(
+            _Store(d_bytes, s_bytes, thread, _site(), source_name))
+
+
+def cp_async_bulk_commit_group():
+    thread, runner = _runner("cp_async_bulk_commit_group")
+    with _lock:
+        state = _state(runner)
+        stores = state.uncommitted.pop(thread.thread_id, [])
+        for store in stores:
+            store.committed = True
+        state.groups.setdefault(thread.thread_id, []).append(stores)  # an empty group is a group too
+
+
+def cp_async_bulk_wait_group_read(n):
+    what = "cp_async_bulk_wait_group_read"
+    thread, runner = _runner(what)
+    n = int(n)
+    if n < 0:
+        _fail(thread, f"{what}: n is the number of groups that may stay pending, >= 0; got {n}")
+    with _lock:
+        groups = _state(runner).groups.get(thread.thread_id, [])
+        while len(groups) > n:
+            for store in groups.pop(0):
+                if store.overwritten():
+                    _fail(thread, _overwritten_message(store))
+                store.land()
+
+
 # --- reading a kernel's output ------------------------------------------------------------------
 
 def in_flight_mask(array) -> np.ndarray:
@@ -390,7 +556,9 @@ def functions() -> dict:
     return {"mbarrier_init": mbarrier_init, "mbarrier_arrive": mbarrier_arrive,
                 "mbarrier_arrive_expect_tx": mbarrier_arrive_expect_tx,
                 "mbarrier_try_wait_parity": mbarrier_try_wait_parity, "fence_mbarrier_init": fence_mbarrier_init,
-                "fence_proxy_async_shared": fence_proxy_async_shared, "cp_async_bulk": cp_async_bulk}
+                "fence_proxy_async_shared": fence_proxy_async_shared, "cp_async_bulk": cp_async_bulk,
+                "cp_async_bulk_store": cp_async_bulk_store, "cp_async_bulk_commit_group": cp_async_bulk_commit_group,
+                "cp_async_bulk_wait_group_read": cp_async_bulk_wait_group_read}
 
 
 __all__ = [
