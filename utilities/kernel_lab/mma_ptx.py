@@ -57,29 +57,15 @@ CP_ASYNC4 = "cp.async.ca.shared.global [$0], [$1], 4, $2;"  # 4 bytes (the .cg f
 def _gpu():
     from llvmlite import ir
     from numba import types
-    from numba.cuda import cgutils
-    from numba.cuda.api_util import normalize_indices
     from numba.cuda.core.errors import NumbaTypeError
     from numba.cuda.extending import intrinsic
 
+    from .device.ptx_args import element_pointer, require_array, shared_u32
+
     i32, f32 = ir.IntType(32), ir.FloatType()
-
-    def element_pointer(context, builder, array_type, array, index_type, index):
-        index_type, indices = normalize_indices(context, builder, index_type, index, array_type, array_type.dtype)
-        struct = context.make_array(array_type)(context, builder, value=array)
-        return cgutils.get_item_pointer(context, builder, array_type, struct, indices, wraparound=False)
-
-    def shared_u32(builder, ptr):
-        # generic -> shared window (cvta.to.shared), then the 32-bit address the instructions take
-        shared = builder.addrspacecast(ptr, ir.IntType(8).as_pointer(3))
-        return builder.trunc(builder.ptrtoint(shared, ir.IntType(64)), i32)
 
     def words(context, builder, values, value_types):
         return [context.cast(builder, v, t, types.uint32) for v, t in zip(values, value_types)]
-
-    def require_array(array, what):
-        if not isinstance(array, types.Array):
-            raise NumbaTypeError(f"{what}: expected an array, got {array}")
 
     def make_mma(kind):
         asm = MMA.format(t=kind)

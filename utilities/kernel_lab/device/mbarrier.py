@@ -53,7 +53,8 @@ def _gpu():
     from numba.cuda.core.errors import NumbaTypeError
     from numba.cuda.extending import intrinsic
 
-    from .hopper_ptx import element_pointer, require_array, require_hopper, shared_u32
+    from .hopper_ptx import require_hopper
+    from .ptx_args import element_pointer, require_array, shared_u32
 
     i32, i64 = ir.IntType(32), ir.IntType(64)
 
