@@ -49,7 +49,8 @@ MUTANTS = {
     "wrong parity": "the producer waits on `empty` with parity r & 1 instead of (r & 1) ^ 1 (hangs in round 0)",
     "expect too many": "arrive_expect_tx announces 16 bytes more than the copy carries (the phase never completes)",
     "expect too few": "arrive_expect_tx announces 16 bytes fewer than the copy carries (the phase completes early)",
-    "no wait": "the threads read the tile without waiting on `full`",
+    "no wait": "the threads read the tile without waiting on `full` (over two rounds the others may arrive "
+               "on `empty` twice before thread 0 first waits on it, and thread 0 then waits for ever)",
     "no fence": "thread 0 initialises the barriers without fence_mbarrier_init()",
 }
 STORE_MUTANTS = {

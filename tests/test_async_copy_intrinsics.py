@@ -43,6 +43,15 @@ MUTANT_BYTES = 256
 HANG_LIMIT_S = 6
 
 
+@pytest.fixture(autouse=True)
+def _bounded_launches():
+    """No launch of this file may spin for ever: several mutants can hang (as on a GPU), and which
+    ones do can depend on how the threads interleave. Those that are meant to hang have their own,
+    shorter limit (HANG_LIMIT_S); this one turns any other endless spin into a failure."""
+    with ksim.time_limit(120):
+        yield
+
+
 @pytest.mark.parametrize("nbytes", hac.SIZES_BYTES)
 def test_round_trip_two_phases(nbytes):
     src, out = hac.run_round_trip(hac.make_round_trip(), nbytes, rounds=2)
@@ -114,14 +123,24 @@ def test_read_before_wait_sees_in_flight_bytes():
 
 
 def test_read_before_wait_then_reusing_the_barrier_is_named():
-    """Without the wait, over two rounds: round 1 arrives on `full` while its phase 0 is still open,
-    or, where another thread's polls landed round 0's copy first (the threads' interleaving decides,
-    and a loaded machine changes it), the readers of round 0 saw bytes still in flight. Either way the
-    mistake is named."""
+    """Without the wait, over two rounds, the threads' interleaving decides which of three ways the
+    mistake shows (a loaded machine changes it), and each is named:
+
+    * round 1 arrives on `full` while its phase 0 is still open (more arrivals than its count);
+    * another thread's polls landed round 0's copy first, and its readers saw bytes still in flight;
+    * the other 31 threads ran through both rounds, arriving twice on `empty`, before thread 0 first
+      polled it: `empty` is then in phase 1, which waits for thread 0's own two arrivals, and thread 0
+      waits forever (a GPU would hang too). This run once hung a CI run for 75 minutes: the launch is
+      bounded here, and the time limit's report names the barrier and the arrivals that never came."""
     try:
-        _src, out = _launch("no wait", rounds=2)
+        with finishes_within("round trip", HANG_LIMIT_S):
+            _src, out = _launch("no wait", rounds=2)
     except async_copy_sim.MbarrierProtocolError as exc:
         assert re.search("more arrivals on bars.0. than its count", str(exc)), str(exc)
+        return
+    except CheckFailed as exc:
+        assert "did not finish" in str(exc) and "mbarrier bars[1]" in str(exc), str(exc)
+        assert "arrivals never came" in str(exc), str(exc)
         return
     with pytest.raises(async_copy_sim.ReadBeforeWait, match="read the destination before its data landed"):
         async_copy_sim.check_no_in_flight(out, "round trip")
