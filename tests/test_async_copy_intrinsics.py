@@ -300,3 +300,107 @@ def test_ptx_assembles_for_sm90a_and_sm80_is_refused():
     for kernel in ("round_trip", "store_round_trip", "store_only"):
         assert f"{kernel}: sm_80 refused (KernelLabArgumentError)" in run.stdout, run.stdout
     assert "cp_async_bulk_store needs compute capability 9.0" in run.stdout
+
+
+# --- a grid of many blocks: each block has its own barriers, copies, store groups and fenced bytes ---
+
+GRID_LIMIT_S = 60
+
+
+def _grid_round_trip():
+    """The round trip of hac.make_round_trip with each block on its own rows of src and out."""
+    from kernel_lab.device.bulk_copy import cp_async_bulk
+    from kernel_lab.device.mbarrier import fence_mbarrier_init, mbarrier_wait_parity
+
+    @cuda.jit
+    def grid_round_trip(src, out, n, rounds):
+        tile = cuda.shared.array(0, np.float32)
+        bars = cuda.shared.array(2, np.uint64)
+        tid = cuda.threadIdx.x
+        first = cuda.blockIdx.x * rounds * n
+        if tid == 0:
+            mbarrier_init(bars, 0, 1)
+            mbarrier_init(bars, 1, cuda.blockDim.x)
+            fence_mbarrier_init()
+        cuda.syncthreads()
+        for r in range(rounds):
+            if tid == 0:
+                mbarrier_wait_parity(bars, 1, (r & 1) ^ 1)
+                mbarrier_arrive_expect_tx(bars, 0, 4 * n)
+                cp_async_bulk(tile, 0, src, first + r * n, 4 * n, bars, 0)
+            mbarrier_wait_parity(bars, 0, r & 1)
+            for i in range(tid, n, cuda.blockDim.x):
+                out[first + r * n + i] = tile[i]
+            mbarrier_arrive(bars, 1)
+
+    return grid_round_trip
+
+
+@pytest.mark.parametrize("order", ["in order", "interleaved"])
+def test_a_grid_of_blocks_reuses_barriers_at_the_same_addresses(order):
+    """Five blocks, three rounds each (phases 0, 1, 0 of both barriers). In order, a block's shared
+    arrays may sit at host addresses an earlier block used; interleaved, the blocks run at once."""
+    blocks, rounds, n = 5, 3, 64
+    src = np.random.default_rng(1).standard_normal(blocks * rounds * n).astype(np.float32)
+    out = np.zeros_like(src)
+    with ksim.block_schedule(order, seed=2), finishes_within("grid round trip", GRID_LIMIT_S):
+        _grid_round_trip()[blocks, 32, 0, 4 * n](src, out, n, rounds)
+    async_copy_sim.check_no_in_flight(out, "grid round trip")
+    np.testing.assert_array_equal(out, src)
+
+
+def test_a_blocks_bulk_stores_land_at_its_own_end():
+    """Stores no wait covered land when their block ends: in order, block b sees block b - 1's
+    output, and at the launch's end every block's is there."""
+    from kernel_lab.device.bulk_copy import cp_async_bulk_commit_group, cp_async_bulk_store, fence_proxy_async_shared
+
+    @cuda.jit
+    def store_no_wait(out, seen):
+        tile = cuda.shared.array(8, np.float32)
+        b = cuda.blockIdx.x
+        tid = cuda.threadIdx.x
+        if tid < 8:
+            tile[tid] = 10 * b + tid
+        fence_proxy_async_shared()
+        cuda.syncthreads()
+        if tid == 0:
+            seen[b] = out[8 * (b - 1)] if b > 0 else -1.0  # block b - 1 has ended
+            cp_async_bulk_store(out, 8 * b, tile, 0, 32)
+            cp_async_bulk_commit_group()
+
+    out, seen = np.zeros(32, np.float32), np.zeros(4, np.float32)
+    with finishes_within("stores", GRID_LIMIT_S):
+        store_no_wait[4, 32](out, seen)
+    assert seen.tolist() == [-1, 0, 10, 20]
+    np.testing.assert_array_equal(out, (10 * np.arange(4)[:, None] + np.arange(8)).reshape(-1))
+
+
+def test_a_block_starts_from_fresh_state():
+    """Block 0 initialises its barrier and fences its tile; block 1 (whose shared arrays may sit where
+    block 0's were) skips both: each omission is named in block 1, not covered by block 0's."""
+    from kernel_lab.device.bulk_copy import cp_async_bulk_store, fence_proxy_async_shared
+
+    @cuda.jit
+    def only_block0_fences(out):
+        tile = cuda.shared.array(8, np.float32)
+        tid = cuda.threadIdx.x
+        if tid < 8:
+            tile[tid] = tid  # the same bytes in every block
+        if cuda.blockIdx.x == 0:
+            fence_proxy_async_shared()
+        cuda.syncthreads()
+        if tid == 0:
+            cp_async_bulk_store(out, 8 * cuda.blockIdx.x, tile, 0, 32)
+
+    @cuda.jit
+    def only_block0_inits(seen):
+        bars = cuda.shared.array(1, np.uint64)
+        if cuda.blockIdx.x == 0:
+            mbarrier_init(bars, 0, 1)
+        seen[cuda.blockIdx.x] = mbarrier_try_wait_parity(bars, 0, 1)
+
+    with finishes_within("fresh state", GRID_LIMIT_S):
+        with pytest.raises(async_copy_sim.MbarrierProtocolError, match=r"block \(1, 0, 0\).*fence_proxy_async_shared"):
+            only_block0_fences[2, 32](np.zeros(16, np.float32))
+        with pytest.raises(async_copy_sim.MbarrierProtocolError, match=r"block \(1, 0, 0\).*used before mbarrier_init"):
+            only_block0_inits[2, 1](np.zeros(2, np.int32))

@@ -9,8 +9,10 @@ way the hardware misbehaves, so that a wrong protocol shows here as it would on 
   phase number. ``arrive`` takes one pending arrival; ``arrive_expect_tx(n)`` adds ``n`` bytes to
   the tx-count, then arrives; a bulk copy subtracts the bytes it delivers. When no arrival is
   pending and the tx-count is 0 the phase completes: the phase number moves on and the pending
-  arrivals start again from the count. The state lives here, per block, keyed by the word's
-  address (the word itself holds the number of completed phases, for anyone who prints it).
+  arrivals start again from the count. The state lives here, keyed by the word's address, in a
+  state of its own for each block (made fresh when the block starts, so a grid of many blocks,
+  one after another or interleaved, never mixes them up); the word itself holds the number of
+  completed phases, for anyone who prints it.
 * ``try_wait_parity(p)`` is true when the phase of parity ``p`` has completed, that is when the
   current phase's parity is not ``p`` (a fresh barrier is in phase 0, so parity 1 passes at once:
   PTX treats it as the phase before, which counts as complete).
@@ -39,11 +41,11 @@ way the hardware misbehaves, so that a wrong protocol shows here as it would on 
   current *bulk async-group*; ``cp_async_bulk_commit_group()`` closes the group and
   ``cp_async_bulk_wait_group_read(n)`` waits until at most the ``n`` newest of the thread's committed
   groups are still pending. A store reads its shared source and writes global memory only then (or,
-  for stores no wait covered, when the last thread of the block exits: the launch's end), so global
+  for stores no wait covered, when the last thread of their block exits: the block's end), so global
   memory holds none of its bytes before. Its source must not change meanwhile: a thread that writes
   the source of a store still pending, found at its next ``fence_proxy_async_shared()`` or bulk store
   (or by the wait, when the issuing thread wrote it), stops the kernel with
-  :class:`MbarrierProtocolError` naming the missing wait or commit; at the launch's end the late
+  :class:`MbarrierProtocolError` naming the missing wait or commit; at the block's end the late
   stores copy what the source holds then (corrupted output, as on a GPU).
 * **The proxy fence before a store**: the threads' own writes to shared memory (the generic proxy)
   reach the copy engine only through ``fence_proxy_async_shared()``. The model keeps, per shared
@@ -101,38 +103,38 @@ class _Copy:
 class _BlockState:
     def __init__(self, runner):
         self.runner = runner
+        self.run = runner.done  # the block's run this state belongs to (a new event each time a block starts)
         self.barriers = {}  # host address of the word -> _Barrier
         self.copies = []
         self.uncommitted = {}  # thread id -> its bulk stores not yet in a group
         self.groups = {}  # thread id -> its committed groups of bulk stores, oldest first
         self.visible = {}  # host address of a shared array -> (its bytes as the async proxy sees them, known mask)
-        self.exited = 0
 
     def notes(self):
         """Lines for a launch that ran out of time: each barrier that threads still waited on."""
-        out = []
-        with _lock:
-            for b in self.barriers.values():
-                if not b.waiters:
-                    continue
-                parities = sorted(set(b.waiters.values()))
-                who = f"{len(b.waiters)} thread{'s' if len(b.waiters) > 1 else ''} wait"
-                head = (f"mbarrier {b.name}: {who} on parity {', '.join(map(str, parities))}; it is in "
-                        f"phase {b.phase} (parity {b.phase & 1}), {b.pending} of {b.count} arrivals pending, "
-                        f"tx-count {b.tx} bytes")
-                in_flight = any(c.barrier is b for c in self.copies)
-                if b.pending == b.count and b.tx == 0 and not in_flight:
-                    out.append(head + ": no thread has arrived in this phase, so it never completes. "
-                               "A wait on the wrong parity (the phase after the one meant), or a wait for "
-                               "an arrive that only comes after the wait?")
-                elif b.pending == 0 and b.tx > 0 and not in_flight:
-                    out.append(head + f": every arrival came, but {b.tx} expected bytes will never arrive "
-                               "(no copy on this barrier is in flight): arrive_expect_tx announced more "
-                               "bytes than the cp_async_bulk copies carry.")
-                elif b.pending > 0:
-                    out.append(head + f": {b.pending} arrivals never came.")
-                else:
-                    out.append(head + ".")
+        out = []  # without the model's lock: the runner holds its own while it asks (a snapshot will do)
+        for b in list(self.barriers.values()):
+            waiters = dict(b.waiters)
+            if not waiters:
+                continue
+            parities = sorted(set(waiters.values()))
+            who = f"{len(waiters)} thread{'s' if len(waiters) > 1 else ''} wait"
+            head = (f"mbarrier {b.name}: {who} on parity {', '.join(map(str, parities))}; it is in "
+                    f"phase {b.phase} (parity {b.phase & 1}), {b.pending} of {b.count} arrivals pending, "
+                    f"tx-count {b.tx} bytes")
+            in_flight = any(c.barrier is b for c in list(self.copies))
+            if b.pending == b.count and b.tx == 0 and not in_flight:
+                out.append(head + ": no thread has arrived in this phase, so it never completes. "
+                           "A wait on the wrong parity (the phase after the one meant), or a wait for "
+                           "an arrive that only comes after the wait?")
+            elif b.pending == 0 and b.tx > 0 and not in_flight:
+                out.append(head + f": every arrival came, but {b.tx} expected bytes will never arrive "
+                           "(no copy on this barrier is in flight): arrive_expect_tx announced more "
+                           "bytes than the cp_async_bulk copies carry.")
+            elif b.pending > 0:
+                out.append(head + f": {b.pending} arrivals never came.")
+            else:
+                out.append(head + ".")
         return out
 
 
@@ -144,46 +146,62 @@ def _runner(what):
 
 
 def _state(runner) -> _BlockState:
+    """The state of the block ``runner`` runs now, made at the block's first intrinsic call.
+
+    A state belongs to one run of one block: ``runner.done``, the event that ``BlockRunner._run``
+    makes each time a block starts, tells runs apart. A runner that ran another block before (whose
+    shared arrays may sit at the same host addresses) therefore starts from fresh barriers, copies,
+    groups and visible bytes, whatever the simulator does with its runners (numba-cuda 0.30 makes one
+    per block). Blocks of an interleaved schedule (``kernel_lab.simulator.block_schedule``) run at
+    the same time, each with its own state."""
     with _lock:
         state = runner.__dict__.get("_kernel_lab_async")
-        if state is None:
+        if state is None or state.run is not runner.done:
             state = runner._kernel_lab_async = _BlockState(runner)
-            _add_notes(runner, state)
-            _land_at_exit(runner, state)
         return state
 
 
-def _land_at_exit(runner, state):
-    """Bulk stores that no wait covered land when the block's last thread exits (the launch's end)."""
-    original = runner.thread_exited
+def _current_state(runner):
+    """The state of the block ``runner`` runs now, or None if no intrinsic made one."""
+    state = runner.__dict__.get("_kernel_lab_async")
+    return state if state is not None and state.run is getattr(runner, "done", None) else None
 
-    def thread_exited(thread):
-        with _lock:
-            state.exited += 1
-            if state.exited % runner.nthreads == 0 and runner.error is None:  # one runner serves every block
-                for stores in list(state.uncommitted.values()) + [s for g in state.groups.values() for s in g]:
-                    for store in stores:
-                        store.land()
+
+def _install_block_hooks():
+    """Two hooks on the simulator's block runner, for every block (they do nothing in a block that
+    calls no intrinsic): bulk stores that no wait covered land when the block's last thread exits
+    (its end; on a GPU such a store may still be on its way then, and the next kernel sees it), and
+    a launch that ran out of time reports the barriers its threads waited on."""
+    from ..simulator.scheduler import BlockRunner
+
+    if getattr(BlockRunner, "_kernel_lab_async_hooks", False):
+        return
+    exited, describe = BlockRunner.thread_exited, BlockRunner._describe_unfinished
+
+    def thread_exited(runner, thread):
+        with _lock:  # held across the runner's own bookkeeping, so that exactly one thread is the last
+            state = _current_state(runner)
+            if state is not None and runner.alive == 1 and runner.error is None:
+                for store in list(_pending_stores(state)):
+                    store.land()
                 state.uncommitted.clear()
                 state.groups.clear()
-        original(thread)
+            exited(runner, thread)
 
-    runner.thread_exited = thread_exited
-
-
-def _add_notes(runner, state):
-    """Give the runner's time-limit report the barriers' lines (before its final hint)."""
-    original = runner._describe_unfinished
-
-    def describe():
-        text = original()
+    def describe_unfinished(runner):
+        text = describe(runner)
+        state = _current_state(runner)
         lines = text.splitlines()
-        extra = [f"  - {note}" for note in state.notes()]
+        extra = [f"  - {note}" for note in (state.notes() if state is not None else [])]
         at = next((i for i, ln in enumerate(lines) if ln.startswith("Hint:")), len(lines))
         return "\n".join(lines[:at] + extra + lines[at:])
 
-    runner._describe_unfinished = describe
+    BlockRunner.thread_exited = thread_exited
+    BlockRunner._describe_unfinished = describe_unfinished
+    BlockRunner._kernel_lab_async_hooks = True
 
+
+_install_block_hooks()
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
