@@ -79,11 +79,15 @@ def _gpu_load(semantics: str, scope: str = "gpu"):
 def _simulated_load(semantics: str, scope: str = "gpu"):
     """The simulator's: memory there is sequentially consistent; the read is a scheduling point."""
     from .simulator.grid import scheduling_point
+    from .simulator.scheduler import report_poll
 
     def load(array, i):
         scheduling_point(f"kl.load_{semantics} ({'an' if semantics[0] in 'aeiou' else 'a'} {semantics} read)",
                          defer=True)
-        return array[i]
+        value = array[i]
+        index = tuple(int(j) for j in i) if isinstance(i, tuple) else int(i)
+        report_poll((id(array), index), value, f"element {index} of an array with {load.__name__}")
+        return value
 
     load.__name__ = f"load_{semantics}" + _SUFFIX[scope]
     return load

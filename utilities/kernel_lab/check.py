@@ -126,16 +126,22 @@ def finishes_within(name: str, seconds: float, hint: str = NEVER_ENDS):
         yield
         return
     from .simulator import time_limit
-    from .simulator.errors import KernelDidNotFinish
+    from .simulator.errors import KernelDidNotFinish, PollStall
 
     try:
         with time_limit(seconds):
             yield
     except KernelDidNotFinish as exc:
-        where = [ln for ln in str(exc).splitlines()[1:] if ln.startswith("  - ")]
-        raise CheckFailed("\n".join([f"{name}: your kernel did not finish: it was still running after {seconds:g} s "
-                                      "in the simulator, where the right kernel takes a few seconds", *where,
-                                      "Hint: " + hint])) from None
+        lines = str(exc).splitlines()
+        where = [ln for ln in lines[1:] if ln.startswith("  - ")]
+        if isinstance(exc, PollStall):  # seen at once: the first line says what is read and why it stays
+            from .simulator.scheduler import NEVER_FINISHES
+
+            head = f"{name}: your kernel did not finish, and never can: {lines[0].removeprefix(NEVER_FINISHES)}"
+        else:
+            head = (f"{name}: your kernel did not finish: it was still running after {seconds:g} s in the "
+                    "simulator, where the right kernel takes a few seconds")
+        raise CheckFailed("\n".join([head, *where, "Hint: " + hint])) from None
 
 
 def tolerance(fmt: str, k: int = 1) -> float:

@@ -36,6 +36,7 @@ from .errors import (
     KernelDidNotFinish,
     KernelLabSimulatorError,
     OutOfBoundsAccess,
+    PollStall,
     SharedMemoryRace,
     UndefinedShuffleValue,
     WarpMaskError,
@@ -63,4 +64,5 @@ __all__ = [
     "UndefinedShuffleValue",
     "DeadlockError",
     "KernelDidNotFinish",
+    "PollStall",
 ]

@@ -77,9 +77,20 @@ class KernelDidNotFinish(KernelLabSimulatorError):
     """
 
 
+class PollStall(KernelDidNotFinish):
+    """A launch that can never finish, seen without waiting for a time limit: every thread of the
+    block that has not returned either waits at a barrier or reads the same value at a flag poll
+    (an acquire or volatile load, an mbarrier's try_wait) again and again, and nothing left running
+    can change what they read. The blocks of an in-order launch run one after another in the
+    simulator, so another block cannot change it either. A `KernelDidNotFinish`, so that a check's
+    time limit and this report reach the learner the same way.
+    """
+
+
 __all__ = [
     "KernelLabSimulatorError",
     "KernelDidNotFinish",
+    "PollStall",
     "SharedMemoryRace",
     "OutOfBoundsAccess",
     "WarpMaskError",

@@ -443,9 +443,15 @@ def cache_hinted_load(name):
     a scheduling point."""
 
     def load(array, i):
-        if name == "ldcv":
-            scheduling_point("cuda.ldcv (a volatile read)", defer=True)
-        return array[i]
+        if name != "ldcv":
+            return array[i]
+        scheduling_point("cuda.ldcv (a volatile read)", defer=True)
+        value = array[i]
+        from .scheduler import report_poll  # here: the scheduler imports this module
+
+        index = tuple(int(j) for j in i) if isinstance(i, tuple) else int(i)
+        report_poll((id(array), index), value, f"element {index} of an array with cuda.ldcv")
+        return value
 
     load.__name__ = name
     return load

@@ -23,6 +23,12 @@ loop that never ends but keeps meeting in warp functions looks like progress: un
 (``settings.deadline``, set by `settings.time_limit`), a block still running at the deadline stops
 with `KernelDidNotFinish`, naming the lines its threads are at.
 
+A spin on a flag is seen without a time limit where it is certain to be endless: reads that may
+poll (acquire and volatile loads, an mbarrier's try_wait) report what they read (`poll`). When every
+thread that has not returned either waits or has read one unchanged value `POLL_STALL_READS` times
+in a row, and blocks run one at a time (no interleaved schedule, so no other block runs meanwhile),
+nothing can change what they read: `PollStall` (a `KernelDidNotFinish`) names the pollers.
+
 When a thread fails, the runner records the first error, wakes every waiting thread so that it
 unwinds, and re-raises the error in the launching (main) thread.
 """
@@ -39,6 +45,7 @@ from .errors import (
     DeadlockError,
     KernelDidNotFinish,
     KernelLabSimulatorError,
+    PollStall,
     SharedMemoryRace,
     WarpMaskError,
 )
@@ -55,6 +62,14 @@ from .settings import settings
 
 RUNNING, BLOCKED, EXITED = "running", "blocked", "exited"
 FULL_MASK = 0xFFFFFFFF
+
+# A poll that can never end (`BlockRunner.poll`): this many reads in a row of one unchanged value by
+# every thread that is not waiting. Large, because a thread may poll while it also changes memory
+# the others read (a loop that counts and gives up): at Python's pace this is a second or two.
+# A poller's last read must be recent (POLL_STALL_FRESH_S) for it to count as spinning still.
+POLL_STALL_READS = 20000
+NEVER_FINISHES = "the kernel can never finish: "  # PollStall's first words (check.finishes_within reads them)
+POLL_STALL_FRESH_S = 1.0
 
 
 class Abort(BaseException):
@@ -157,6 +172,7 @@ class SimThread(threading.Thread):
         self.waiting = None
         self.vc = None  # vector clock of the race detector (None when detection is off)
         self.exception = None
+        self.poll_state = None  # [what it polls, value read, reads in a row, time of the last, label]
 
     def run(self):
         runner = self.runner
@@ -186,6 +202,13 @@ class SimThread(threading.Thread):
 
     def __str__(self):
         return f"Thread <<<{format_dim3(self.blockIdx)}, {format_dim3(self.threadIdx)}>>>"
+
+
+def report_poll(key, value, label):
+    """Called by a read that may poll a flag (see `BlockRunner.poll`); outside a kernel, nothing."""
+    thread = threading.current_thread()
+    if isinstance(thread, SimThread):
+        thread.runner.poll(thread, key, value, label)
 
 
 def current_thread(what):
@@ -401,6 +424,52 @@ class BlockRunner:
             if self.aborted:
                 raise Abort()
             wait.cond.wait(1.0)
+
+    # --- polls that can never end -----------------------------------------------------------
+    def poll(self, thread, key, value, label):
+        """A read that may be a spin on a flag: ``key`` says what was read (hashable), ``value`` what
+        it held, ``label`` how to name it ("`flags[3]`"). See POLL_STALL_READS."""
+        from . import grid
+
+        if grid.current_baton() is not None:
+            return  # an interleaved schedule: other blocks run too, and GridStall watches them
+        now = time.monotonic()
+        with self.lock:
+            state = thread.poll_state
+            try:
+                same = state is not None and state[0] == key and bool(state[1] == value)
+            except (TypeError, ValueError):
+                same = False
+            if not same:
+                thread.poll_state = [key, value, 1, now, label]
+                return
+            state[2] += 1
+            state[3] = now
+            if state[2] < POLL_STALL_READS or self.aborted:
+                return
+            pollers = []
+            for other in self.threads:
+                if other.state == EXITED or other.state == BLOCKED:
+                    continue
+                s = other.poll_state
+                if s is None or s[2] < POLL_STALL_READS or now - s[3] > POLL_STALL_FRESH_S:
+                    return  # a thread that runs on may still change what the pollers read
+                pollers.append(other)
+            who = pollers[0]
+            value_text = value.item() if isinstance(value, np.generic) else value  # 2, not np.int32(2)
+            self.unfinished_headline = (
+                f"{NEVER_FINISHES}in block {format_dim3(self.blockIdx)}, {_thread_list(pollers)} read "
+                f"{value_text!r} from {who.poll_state[4]} {POLL_STALL_READS} times in a row, and no thread "
+                "still running can change it"
+                + (" (the others wait at a barrier or have returned)" if len(pollers) < self.nthreads else "")
+                + ". Blocks run one after another here, so no other block can change it either; on a GPU "
+                "the wait would never end, or end only if another block happened to be running.")
+            try:
+                error = PollStall(self._describe_unfinished())
+            finally:
+                self.unfinished_headline = None
+            self._fail_locked(error, thread.thread_id)
+        raise Abort()
 
     def _check_deadlock(self):
         if not self.aborted and self.alive and self.blocked == self.alive:
@@ -624,10 +693,10 @@ class BlockRunner:
                 site = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name) if frame else None
             if site is not None:
                 sites.setdefault(site, []).append(thread)
-        lines = [
+        headline = getattr(self, "unfinished_headline", None) or (
             f"the kernel did not finish: block {format_dim3(self.blockIdx)} was still running after "
-            f"{settings.time_limit_s:g} s, the time limit of this launch; on a GPU it would never finish."
-        ]
+            f"{settings.time_limit_s:g} s, the time limit of this launch; on a GPU it would never finish.")
+        lines = [headline]
         busiest = sorted(sites.items(), key=lambda item: -len(item[1]))
         for site, threads in busiest[:3]:
             verb = "is" if len(threads) == 1 else "are"
