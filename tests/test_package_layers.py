@@ -55,6 +55,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("module 05", ["quant"]),
     ("module 06", ["tensor_cores"]),
     ("module 07", ["ozaki"]),
+    ("module 08", ["hopper_async"]),
     ("module 09", ["multigpu"]),
     # Ready-made checks of the learners' kernels: they compare with the package's kernels.
     ("checks", ["checks"]),

@@ -84,6 +84,15 @@ def test_requirements_on_a_gpu():
     assert "update the GPU driver" in problems[1] and "cu12 notebooks" not in problems[1]  # there are none
 
 
+def test_hopper_is_a_gpu_of_cc_9_or_the_simulator():
+    """08's notebooks: Hopper's mbarriers and bulk copies, which the simulator models."""
+    assert unmet_requirements(["hopper"], simulator=False, gpu=H100) == []
+    assert unmet_requirements(["hopper"], simulator=True, gpu=GPUInfo()) == []
+    (problem,) = unmet_requirements(["hopper"], simulator=False, gpu=OLD)
+    assert "compute capability 9.0 or newer (Hopper" in problem and "T4 is 7.5" in problem
+    assert "runs in the simulator" in problem
+
+
 def test_requirements_in_the_simulator_name_only_what_is_missing(monkeypatch):
     import kernel_lab.environment as environment
 

@@ -188,9 +188,9 @@ def _parse_requirement(req: str) -> tuple[str, tuple[int, int] | None]:
     m = _VERSIONED.match(req)
     if m:
         return m.group(1), (int(m.group(2)), int(m.group(3) or 0))
-    if req in PACKAGES or req in {"gpu", "warp"}:
+    if req in PACKAGES or req in {"gpu", "warp", "hopper"}:
         return req, None
-    known = sorted(set(PACKAGES) | {"gpu", "warp", "cc>=X.Y", "cuda>=X.Y"})
+    known = sorted(set(PACKAGES) | {"gpu", "warp", "hopper", "cc>=X.Y", "cuda>=X.Y"})
     raise ValueError(f"setup(requires=...): unknown requirement {req!r}; known: {', '.join(known)}")
 
 
@@ -213,7 +213,13 @@ def unmet_requirements(requires, *, simulator: bool, gpu: GPUInfo) -> list[str]:
             if kind in PACKAGES and not _import_ok(PACKAGES[kind][0]):
                 gpu_packages_missing.append(kind)
             continue
-        if kind == "warp" and simulator:
+        if kind == "hopper":  # Hopper's mbarriers and bulk copies: the simulator models them
+            cc = gpu.compute_capability
+            if not simulator and cc is not None and cc < (9, 0):
+                problems.append(f"this notebook needs a GPU of compute capability 9.0 or newer (Hopper: H100, "
+                                f"H200, GH200) for its mbarriers and bulk copies; {gpu.name} is {cc[0]}.{cc[1]}. "
+                                "Without a GPU it runs in the simulator, which models them")
+        elif kind == "warp" and simulator:
             if not _simulator_has_warp_operations():
                 problems.append("this notebook uses warp shuffles and votes, which this version of the "
                                 "CUDA simulator lacks")
@@ -357,7 +363,8 @@ def setup(requires=(), *, quiet: bool = False, numpy_only: bool = False) -> Envi
 
     ``requires`` lists what the notebook needs: ``"gpu"`` (a real GPU, not the simulator),
     ``"warp"`` (warp shuffles/votes: real GPU, or Kernel Lab's simulator extensions),
-    ``"cupy"``, ``"nvmath"``, ``"torch"``, ``"cc>=9.0"``, ``"cuda>=13"``.
+    ``"cupy"``, ``"nvmath"``, ``"torch"``, ``"cc>=9.0"``, ``"cuda>=13"``, ``"hopper"`` (Hopper's
+    asynchronous copies: a GPU of compute capability 9.0+, or the simulator, which models them).
     Raises :class:`NotebookGated` with one sentence per unmet requirement.
 
     ``numpy_only=True`` declares a notebook that runs no kernel at all (NumPy on the CPU, such as
