@@ -1,0 +1,260 @@
+"""Hopper's tensor copies (kernel_lab.device.tma, .tensor_map, .tma_sim) in the simulator, and their PTX
+assembled for sm_90a without a GPU.
+
+The tiled copy and transpose kernels, their mutants and the layout probe live in scripts/hopper_tma.py
+(the same file runs them on an H100/H200). Sizes that are not multiples of the box test both edges:
+the load reads zeros outside the array, the store writes nothing there (run_tiles pads every array
+with a sentinel that must survive). The swizzle layouts are also held to the PTX ISA's tables.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import kernel_lab.simulator as ksim
+from kernel_lab.check import CheckFailed, finishes_within
+from kernel_lab.environment import on_simulator
+from kernel_lab.validate import KernelLabArgumentError
+from numba import cuda
+
+pytestmark = pytest.mark.skipif(not on_simulator(), reason="runs the simulator's models of the intrinsics")
+
+import hopper_tma as ht
+from kernel_lab.device import async_copy_sim
+from kernel_lab.device.tensor_map import TensorMap2D, box_offsets
+
+ksim.install()
+HANG_LIMIT_S = 4
+
+# (dtype, box, swizzle, (rows, cols), transpose): every swizzle mode, both edges, three element types
+TILE_CASES = [
+    (np.float32, (16, 32), 0, (37, 45), False),
+    (np.float32, (16, 32), 0, (37, 45), True),
+    (np.float32, (16, 32), 0, (5, 3), False),
+    (np.float32, (8, 8), 32, (19, 21), False),
+    (np.float32, (8, 8), 32, (19, 21), True),
+    (np.float32, (16, 16), 64, (37, 45), False),
+    (np.float32, (16, 16), 64, (37, 45), True),
+    (np.float32, (32, 32), 128, (37, 45), False),
+    (np.float32, (32, 32), 128, (37, 45), True),
+    (np.float32, (8, 16), 128, (19, 21), False),  # rows narrower than the swizzle span
+    (np.float16, (64, 64), 128, (70, 70), True),
+    (np.int8, (32, 64), 64, (33, 70), False),
+]
+
+
+@pytest.fixture(autouse=True)
+def _bounded_launches():
+    """No launch of this file may spin for ever (the 'expect too many' mutant hangs, as on a GPU)."""
+    with ksim.time_limit(120):
+        yield
+
+
+def _case_id(case):
+    dtype, box, swizzle, size, transpose = case
+    return f"{np.dtype(dtype).name}-box{box[0]}x{box[1]}-sw{swizzle}-{size[0]}x{size[1]}-{'T' if transpose else 'copy'}"
+
+
+@pytest.mark.parametrize("case", TILE_CASES, ids=_case_id)
+def test_tiled_copy_and_transpose_match_numpy(case):
+    dtype, box, swizzle, (rows, cols), transpose = case
+    a = ht.test_input(rows, cols, dtype)
+    out = ht.run_tiles(ht.make_tile_kernel(dtype, transpose), a, box, swizzle, transpose)
+    async_copy_sim.check_no_in_flight(out, "tiles")
+    assert ht.check_tiles(out, a, transpose) is None, ht.check_tiles(out, a, transpose)
+
+
+@pytest.mark.parametrize("swizzle, box", [(32, (8, 8)), (64, (16, 16)), (128, (32, 32))])
+def test_reading_a_swizzled_tile_as_plain_rows_is_wrong(swizzle, box):
+    """The check can fail: a kernel that ignores the swizzle order reads the wrong elements."""
+    a = ht.test_input(*box, np.float32)
+    out = ht.run_tiles(ht.make_tile_kernel(np.float32, True), a, box, swizzle, True, read_as=0)
+    assert ht.check_tiles(out, a, True) is not None
+
+
+# PTX ISA 5.5.7 "Swizzling Modes": each row is one 128-byte line of a tile aligned to the pattern's
+# repeat, each entry the 16-byte chunk found at that position
+PTX_TABLES = {
+    32: [[0, 1, 2, 3, 4, 5, 6, 7], [1, 0, 3, 2, 5, 4, 7, 6]],
+    64: [[0, 1, 2, 3, 4, 5, 6, 7], [1, 0, 3, 2, 5, 4, 7, 6], [2, 3, 0, 1, 6, 7, 4, 5], [3, 2, 1, 0, 7, 6, 5, 4]],
+    128: [[0, 1, 2, 3, 4, 5, 6, 7], [1, 0, 3, 2, 5, 4, 7, 6], [2, 3, 0, 1, 6, 7, 4, 5], [3, 2, 1, 0, 7, 6, 5, 4],
+          [4, 5, 6, 7, 0, 1, 2, 3], [5, 4, 7, 6, 1, 0, 3, 2], [6, 7, 4, 5, 2, 3, 0, 1], [7, 6, 5, 4, 3, 2, 1, 0]],
+}
+
+
+@pytest.mark.parametrize("swizzle", [32, 64, 128])
+def test_box_offsets_follow_the_ptx_tables(swizzle):
+    rows, cols = 16, swizzle // 4  # float32 rows as wide as the span: the rows follow each other
+    got = box_offsets((rows, cols), 4, swizzle)
+    table = PTX_TABLES[swizzle]
+    for r in range(rows):
+        for c in range(cols):
+            linear = r * swizzle + c * 4
+            line, within = divmod(linear, 128)
+            want = line * 128 + table[line % len(table)][within // 16] * 16 + linear % 16
+            assert got[r, c] == want, (r, c, got[r, c], want)
+
+
+def test_box_offsets_of_a_tile_inside_the_pattern():
+    """A tile 128-byte aligned but 3 lines into the 1024-byte repeat starts in the pattern's 4th row
+    (the Programming Guide: offset = (address / 128) % 8, smem[y][((y + offset) % 8) ^ x])."""
+    got = box_offsets((8, 32), 4, 128, base_address=3 * 128)
+    for y in range(8):
+        for x in range(8):  # 16-byte chunks
+            assert got[y, 4 * x] == y * 128 + (((y + 3) % 8) ^ x) * 16
+
+
+def test_layout_probe_pads_narrow_rows_to_the_span():
+    got, want = ht.run_layout_probe(np.float32, (8, 16), 128)
+    np.testing.assert_array_equal(got, want)
+    assert (got == ht.SENTINEL).sum() == 8 * 16  # half of each 128-byte row is padding, left alone
+
+
+def test_map_attributes():
+    d = cuda.to_device(np.zeros((40, 64), np.float16))
+    m = TensorMap2D(d[:37, :45], (16, 32), "64B")
+    assert (m.shape, m.box, m.swizzle, m.row_pitch) == ((37, 45), (16, 32), 64, 128)
+    assert (m.box_bytes, m.smem_bytes) == (16 * 32 * 2, 16 * 64)
+    assert TensorMap2D(d, (16, 16), 128).smem_bytes == 16 * 128  # rows padded to the span
+    assert TensorMap2D(d, (16, 16), 0).smem_bytes == 16 * 32
+
+
+def _launch(mutant, swizzle=128, box=(32, 32)):
+    a = ht.test_input(37, 45, np.float32)
+    return a, ht.run_tiles(ht.make_tile_kernel(np.float32, False, mutant), a, box, swizzle)
+
+
+def test_expect_tx_too_large_hangs_and_names_the_box():
+    with pytest.raises(CheckFailed) as info, finishes_within("tma", HANG_LIMIT_S):
+        _launch("expect too many")
+    text = str(info.value)
+    assert "did not finish" in text and "16 announced bytes will never come" in text, text
+    assert "the 32 x 32 float32 box at x=0, y=0" in text and "tmap.box_bytes" in text, text
+
+
+def test_expect_tx_too_small_is_named_with_the_box():
+    with pytest.raises(async_copy_sim.MbarrierProtocolError) as info, finishes_within("tma", 60):
+        _launch("expect too few")
+    text = str(info.value)
+    assert "completed its phase 0 while the tensor copy" in text, text
+    assert "rows x cols x element size = 4096 bytes" in text, text
+
+
+@pytest.mark.parametrize("mutant, message", [
+    ("no tensormap fence", "used before this block acquired it"),
+    ("misaligned tile", "starts 16 bytes past a 128-byte boundary"),
+    ("no proxy fence", r"fence_proxy_async_shared\(\) after its writes"),
+])
+def test_protocol_mistakes_are_named(mutant, message):
+    with pytest.raises(async_copy_sim.MbarrierProtocolError, match=message), finishes_within("tma", 60):
+        _launch(mutant)
+
+
+def test_reading_before_the_wait_sees_bytes_in_flight():
+    with finishes_within("tma", 60):
+        _a, out = _launch("no wait")
+    with pytest.raises(async_copy_sim.ReadBeforeWait, match="read the destination before its data landed"):
+        async_copy_sim.check_no_in_flight(out[:37, :45], "tiles")
+
+
+def test_map_of_another_element_type_is_named():
+    a = ht.test_input(37, 45, np.float16)
+    with (pytest.raises(async_copy_sim.MbarrierProtocolError, match="describes float16 elements, but the shared tile"),
+          finishes_within("tma", 60)):
+        ht.run_tiles(ht.make_tile_kernel(np.float32, False), a, (32, 64), 128)
+
+
+def test_box_past_the_tile_is_named():
+    a = ht.test_input(37, 45, np.float32)
+    with (pytest.raises(async_copy_sim.MbarrierProtocolError, match="the box runs past the tile"),
+          finishes_within("tma", 60)):
+        ht.run_tiles(ht.make_tile_kernel(np.float32, False), a, (32, 32), 128, shared_bytes=1024 + 2048)
+
+
+def test_store_at_negative_coordinates_and_plain_arrays_are_refused():
+    from kernel_lab.device.tma import (
+        cp_async_bulk_tensor_2d_store,
+        fence_proxy_tensormap_acquire,
+    )
+
+    @cuda.jit
+    def store(tmap, x, use_map):
+        tile = cuda.shared.array(64, np.float32)
+        fence_proxy_tensormap_acquire(tmap)
+        cp_async_bulk_tensor_2d_store(tmap if use_map else tile, x, 0, tile, 0)
+
+    m = TensorMap2D(cuda.to_device(np.zeros((8, 8), np.float32)), (8, 8))
+    with pytest.raises(async_copy_sim.MbarrierProtocolError, match="not start before it"):
+        store[1, 1](m, -8, True)
+    with pytest.raises(async_copy_sim.MbarrierProtocolError, match="must be the TensorMap2D object itself"):
+        store[1, 1](m, 0, False)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda d: TensorMap2D(d, (300, 8)), "box rows = 300: each box dimension is 1 .. 256"),
+    (lambda d: TensorMap2D(d, (8, 6)), r"a box row is 6 x 4 = 24 bytes; it must be a multiple of 16 bytes"),
+    (lambda d: TensorMap2D(d, (8, 32), 64), "swizzle 64B takes box rows of at most 64 bytes, but this box's rows are 128"),
+    (lambda d: TensorMap2D(d, (8, 8), 48), "swizzle is one of 0"),
+    (lambda d: TensorMap2D(d[:, 1:], (8, 8)), "must be 16-byte aligned in global memory"),
+    (lambda d: TensorMap2D(d.T, (8, 8)), "the elements of a row must be contiguous"),
+    (lambda d: TensorMap2D(d[:, ::2], (8, 8)), "the elements of a row must be contiguous"),
+    (lambda d: TensorMap2D(cuda.to_device(np.zeros((8, 13), np.float32)), (8, 8)),
+     "rows are 52 bytes apart .its row pitch.; a tensor map needs a positive multiple of 16"),
+    (lambda d: TensorMap2D(np.zeros((8, 64), np.float32), (8, 8)), r"must be a device array \(cuda.to_device"),
+    (lambda d: TensorMap2D(cuda.to_device(np.zeros((2, 8, 8), np.float32)), (8, 8)), "must be 2-D"),
+    (lambda d: TensorMap2D(cuda.to_device(np.zeros((8, 8), np.complex64)), (8, 8)), "has no tensor-map type"),
+])
+def test_host_validation_messages(make, message):
+    d = cuda.to_device(np.zeros((64, 64), np.float32))
+    with pytest.raises(KernelLabArgumentError, match=message):
+        make(d)
+
+
+_PROBE = """
+from numba import cuda
+def k(a):
+    a[0] = 1
+cuda.compile_ptx(k, "(int32[:],)", cc=(9, 0))
+"""
+
+
+def _offline_python():
+    """A Python with numba-cuda's real target and NVRTC (as in tests/test_async_copy_intrinsics.py)."""
+    for candidate in (os.environ.get("KERNEL_LAB_NVRTC_PYTHON"), "/tmp/nvenv/bin/python"):
+        if candidate and Path(candidate).exists():
+            probe = subprocess.run([candidate, "-c", _PROBE], capture_output=True, check=False,
+                                   env=dict(os.environ, NUMBA_ENABLE_CUDASIM="0"), timeout=300)
+            if probe.returncode == 0:
+                return candidate
+    return None
+
+
+def test_ptx_assembles_for_sm90a_and_sm80_is_refused():
+    python = _offline_python()
+    if python is None:
+        pytest.skip("no Python with numba-cuda's NVRTC here (set KERNEL_LAB_NVRTC_PYTHON); "
+                    "scripts/hopper_tma.py --offline does this check")
+    if shutil.which("ptxas") is None:
+        pytest.skip("no ptxas on PATH to assemble the PTX")
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
+               PYTHONPATH=f"{ROOT / 'utilities'}:{os.environ.get('PYTHONPATH', '')}")
+    run = subprocess.run([python, str(ROOT / "scripts" / "hopper_tma.py"), "--offline"], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for kernel in ("tile_copy", "tile_transpose", "tile_copy_f16", "layout_probe"):
+        assert f"{kernel}: ptxas -arch=sm_90a" in run.stdout, run.stdout
+    assert "fence.proxy.tensormap::generic.acquire.sys [%rd" in run.stdout, run.stdout
+    for kernel in ("load_only", "store_only"):
+        assert f"{kernel}: sm_80 refused (KernelLabArgumentError)" in run.stdout, run.stdout
+    assert "cp_async_bulk_tensor_2d_load needs compute capability 9.0" in run.stdout
+    assert "cp_async_bulk_tensor_2d_store needs compute capability 9.0" in run.stdout
