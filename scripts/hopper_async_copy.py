@@ -25,7 +25,9 @@ compiles both kernels to PTX for sm_90a with numba-cuda, assembles them with ptx
 toolkit on PATH), and checks that a compile for sm_80 is refused with kernel_lab's message.
 On an H100/H200: ``python scripts/hopper_async_copy.py --gpu`` runs both kernels at 16 B .. 48 KB.
 Question it answers: do the intrinsics assemble and run as the simulator's model says?
-Result (offline, CUDA 13.0 ptxas, no GPU): both kernels assemble for sm_90a; the GPU run is still to be done.
+``--offline`` also compiles 08.1's three kernels (kernel_lab.hopper_async.bulk_copies) at the GPU's sizes.
+Result (offline, CUDA 13.0 ptxas, no GPU): both kernels and 08.1's three assemble for sm_90a; the GPU run is
+still to be done.
 """
 
 from __future__ import annotations
@@ -240,6 +242,9 @@ def offline() -> int:
                 return 1
             usage = [ln.split("info    : ")[-1] for ln in run.stderr.splitlines() if "Used" in ln]
             print(f"{name}: ptxas -arch=sm_90a: {cubin.stat().st_size} bytes of SASS; {'; '.join(usage)}")
+    failed = _offline_notebook_kernels(ptxas)
+    if failed:
+        return failed
     kernels["store_only"] = (_make_store_only, ())  # the store's own refusal, with no mbarrier before it
     for name, (make, _needed) in kernels.items():
         try:
@@ -256,6 +261,36 @@ def offline() -> int:
         else:
             print(f"FAILED: {name} compiled for sm_80")
             return 1
+    return 0
+
+
+def _offline_notebook_kernels(ptxas) -> int:
+    """08.1's three kernels (the package's copies, kernel_lab.hopper_async.bulk_copies) at the GPU's
+    sizes: PTX for sm_90a, assembled by ptxas."""
+    from numba import types
+
+    from kernel_lab.hopper_async import bulk_copies as bc
+
+    f32 = types.float32[::1]
+    for kernel, sig in ((bc.tile_copy, (f32, f32)), (bc.rounds_copy, (f32, f32, types.int64)),
+                        (bc.ring_copy, (f32, f32, types.int64))):
+        name = kernel.py_func.__name__
+        ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0, "a"))
+        if "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes" not in ptx:
+            print(f"FAILED: the PTX of 08.1's {name} has no bulk copy")
+            return 1
+        if ptxas is None:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            src, cubin = Path(tmp) / f"{name}.ptx", Path(tmp) / f"{name}.cubin"
+            src.write_text(ptx)
+            run = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(src), "-o", str(cubin)], check=False,
+                                 capture_output=True, text=True)
+            if run.returncode:
+                print(f"FAILED: ptxas on 08.1's {name}\n" + run.stderr)
+                return 1
+            usage = [ln.split("info    : ")[-1] for ln in run.stderr.splitlines() if "Used" in ln]
+            print(f"08.1 {name}: ptxas -arch=sm_90a: {cubin.stat().st_size} bytes of SASS; {'; '.join(usage)}")
     return 0
 
 

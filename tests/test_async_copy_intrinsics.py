@@ -300,6 +300,8 @@ def test_ptx_assembles_for_sm90a_and_sm80_is_refused():
     for kernel in ("round_trip", "store_round_trip", "store_only"):
         assert f"{kernel}: sm_80 refused (KernelLabArgumentError)" in run.stdout, run.stdout
     assert "cp_async_bulk_store needs compute capability 9.0" in run.stdout
+    for kernel in ("tile_copy", "rounds_copy", "ring_copy"):  # 08.1's, the package's copies
+        assert f"08.1 {kernel}: ptxas -arch=sm_90a" in run.stdout, run.stdout
 
 
 # --- a grid of many blocks: each block has its own barriers, copies, store groups and fenced bytes ---

@@ -1,4 +1,4 @@
-"""Mutation test of the checks of modules 00 to 05 and 07: every mutant of a solution kernel is caught.
+"""Mutation test of the checks of modules 00 to 05, 07 and 08: every mutant of a solution kernel is caught.
 
 A check that passes a wrong kernel teaches the wrong thing. Each mutant below is one small, wrong
 edit (a text substitution) of a kernel or launcher in a solution notebook: a bound moved by one, a
@@ -65,6 +65,7 @@ NB056 = "solutions/05-quantization/05.6-quantized-gemms.ipynb"
 NB071 = "solutions/07-fp64-emulation/07.1-the-idea-in-numpy.ipynb"
 NB072 = "solutions/07-fp64-emulation/07.2-slicing-on-the-gpu.ipynb"
 NB076 = "solutions/07-fp64-emulation/07.6-beyond.ipynb"
+NB081 = "solutions/08-hopper-async/08.1-bulk-copies-and-mbarriers.ipynb"
 
 # A program is the list of a notebook's cells that define one kernel and check it, in notebook
 # order. "id:defs" runs only the cell's definitions (functions, constants, imports); "id" runs the
@@ -188,6 +189,11 @@ PROGRAMS = {
     # more at the GPU's, where a thread's 8 x 8 results take two 16-byte loads a row and 8 warps two rows
     "SGEMM, vectorised loads": (NB023B, ["sgemm-part2-setup:defs", "c2dc4d80"]),
     "SGEMM, warp tiling": (NB023B, ["sgemm-part2-setup:defs", "bf9a7e0d:defs", "0dec6b1c"]),
+    # 08.1: the mbarrier protocol, run against the simulator's model of the barriers and the copy engine;
+    # the mutants that hang are stopped by the checks' time limit (checks.hopper_async.SMALL_S)
+    "tile copy": (NB081, ["setup:defs", "tile-copy", "tile-copy-check"]),
+    "rounds copy": (NB081, ["setup:defs", "rounds-copy", "rounds-copy-check"]),
+    "ring copy": (NB081, ["setup:defs", "ring-copy", "ring-copy-check"]),
 }
 
 
@@ -1118,6 +1124,37 @@ MUTANTS = [
     # 02.3b kernel 7: the simulator's 2 warps are one row of warp tiles, the GPU's 8 are two rows
     M("SGEMM, warp tiling", "0dec6b1c", "return (warp // WARPS_N) * WM,", "return (warp // WARPS_N) * WN,",
       "rows of warp tiles stepped by the warp tile's width"),
+    # ---- 08.1 exercise 1: one tile, one barrier
+    M("tile copy", "tile-copy", "        fence_mbarrier_init()  #", "        pass  #", "no fence after the init"),
+    M("tile copy", "tile-copy", "mbarrier_init(bars, 0, 1)", "mbarrier_init(bars, 0, cuda.blockDim.x)",
+      "a count of every thread, but only thread 0 arrives"),
+    M("tile copy", "tile-copy", "mbarrier_arrive_expect_tx(bars, 0, 4 * TILE)", "mbarrier_arrive_expect_tx(bars, 0, TILE)",
+      "expect-tx in floats, not bytes"),
+    M("tile copy", "tile-copy", "mbarrier_arrive_expect_tx(bars, 0, 4 * TILE)",
+      "mbarrier_arrive_expect_tx(bars, 0, 4 * TILE + 16)", "expect-tx larger than the copy"),
+    M("tile copy", "tile-copy", "mbarrier_wait_parity(bars, 0, 0)", "mbarrier_wait_parity(bars, 0, 1)",
+      "a wait on parity 1, the phase before"),
+    M("tile copy", "tile-copy", "    mbarrier_wait_parity(bars, 0, 0)  #", "    pass  #", "no wait: the tile read in flight"),
+    # ---- 08.1 exercise 2: many rounds through one tile, `full` and `empty`
+    M("rounds copy", "rounds-copy", "mbarrier_wait_parity(bars, FULL, r & 1)",
+      "mbarrier_wait_parity(bars, FULL, (r & 1) ^ 1)", "the consumers wait on the other parity"),
+    M("rounds copy", "rounds-copy", "mbarrier_wait_parity(bars, EMPTY, (r & 1) ^ 1)",
+      "mbarrier_wait_parity(bars, EMPTY, r & 1)", "the producer's wait not one phase behind"),
+    M("rounds copy", "rounds-copy", "        mbarrier_arrive(bars, EMPTY)  #", "        pass  #", "no arrive on empty"),
+    M("rounds copy", "rounds-copy", "src, first + r * TILE, 4 * TILE", "src, first, 4 * TILE",
+      "every round copies the block's first tile"),
+    # ---- 08.1 exercise 3: a ring of stages in a persistent grid
+    M("ring copy", "ring-copy", "mbarrier_wait_parity(bars, s, (r // STAGES) & 1)", "mbarrier_wait_parity(bars, s, r & 1)",
+      "the parity of the tile, not of the stage's use"),
+    M("ring copy", "ring-copy", "((q // STAGES) & 1) ^ 1)", "(q // STAGES) & 1)",
+      "the producer's wait not one phase behind"),
+    M("ring copy", "ring-copy", "nbytes = 4 * min(TILE, n - start)", "nbytes = 4 * TILE",
+      "the short last tile copied whole"),
+    M("ring copy", "ring-copy", "mbarrier_arrive_expect_tx(bars, s, nbytes)", "mbarrier_arrive_expect_tx(bars, s, 4 * TILE)",
+      "a whole tile's bytes expected for the short last tile"),
+    M("ring copy", "ring-copy", "start = (cuda.blockIdx.x + q * cuda.gridDim.x) * TILE",
+      "start = (cuda.blockIdx.x + q) * TILE", "the producer strides by one tile, not the grid"),
+    M("ring copy", "ring-copy", "r = q - (STAGES - 1)", "r = q - STAGES", "the producer STAGES tiles ahead, not STAGES - 1"),
 ]
 
 

@@ -61,7 +61,10 @@ def _explain(got: np.ndarray, src: np.ndarray, tile: int) -> str:
         j = int(hits[0])
         return head + (f"it holds src[{j}] (tile {j // tile}, element {j % tile}), not src[{i}]: a tile copied "
                        "from or into the wrong place, or a stage read that holds another tile.")
-    return head + f"got {got[i]!r}, expected {src[i]!r}."
+    if got[i] == 0:
+        return head + (f"got 0, expected {float(src[i]):g}: no bulk copy wrote this element of the tile before the "
+                       "threads read it (is the copy issued, into this tile, with the tile's bytes?).")
+    return head + f"got {float(got[i]):g}, expected {float(src[i]):g}."
 
 
 def _run(name: str, label: str, launch, n: int, tile: int, seconds: float, hint: str, seed: int) -> None:

@@ -118,7 +118,7 @@ class _BlockState:
             if not waiters:
                 continue
             parities = sorted(set(waiters.values()))
-            who = f"{len(waiters)} thread{'s' if len(waiters) > 1 else ''} wait"
+            who = f"{len(waiters)} threads wait" if len(waiters) > 1 else "1 thread waits"
             head = (f"mbarrier {b.name}: {who} on parity {', '.join(map(str, parities))}; it is in "
                     f"phase {b.phase} (parity {b.phase & 1}), {b.pending} of {b.count} arrivals pending, "
                     f"tx-count {b.tx} bytes")

@@ -165,8 +165,9 @@ def ring_copy(src, out, n):
             mbarrier_arrive(bars, STAGES + s)
 
 
-def ring_blocks(n, *, tile=None, per_sm=4) -> int:
-    """The persistent grid: ``per_sm`` blocks an SM on a GPU (at most one a tile); 2 in the simulator."""
+def ring_blocks(n, *, tile=None, per_sm=2) -> int:
+    """The persistent grid: ``per_sm`` blocks an SM on a GPU (at most one a tile), so that the ring, not
+    the number of resident blocks, keeps the bytes in flight; 2 blocks in the simulator."""
     tile = tile or TILE
     ntiles = -(-n // tile)
     if on_simulator():

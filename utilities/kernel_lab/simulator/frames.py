@@ -24,6 +24,9 @@ def _prefixes():
             for name in os.listdir(here)
             if name.endswith(".py") and name != "benchmark.py"
         ]
+        # kernel_lab.device: the intrinsics' models and the device functions around them (an mbarrier's
+        # wait loop), so that a thread stuck in one is reported at the kernel line that called it.
+        paths.append(os.path.join(os.path.dirname(here), "device") + os.sep)
         for name in ("numpy", "numba.cuda.simulator"):
             module = sys.modules.get(name)
             if module is not None and getattr(module, "__file__", None):
