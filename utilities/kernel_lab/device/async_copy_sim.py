@@ -31,8 +31,11 @@ way the hardware misbehaves, so that a wrong protocol shows here as it would on 
   count, a bulk copy on a barrier whose initialisation no fence made visible to the copy engine
   (the async proxy: ``fence_mbarrier_init()`` or ``fence_proxy_async_shared()`` after the init),
   sizes and addresses the instruction does not accept.
-* **A hang** (a wait whose phase never completes) spins; under ``simulator.time_limit`` (or
-  ``kernel_lab.check.finishes_within``) the launch stops with ``KernelDidNotFinish``, and its report
+* **A hang** (a wait whose phase never completes): each failed try_wait reports its poll to the
+  scheduler, so once every thread of the block waits or polls a barrier whose state no longer
+  changes (200 failed polls in a row, half a second at least) the launch stops with ``PollStall``,
+  a ``KernelDidNotFinish``, in a notebook's own launch too; otherwise under ``simulator.time_limit``
+  (or ``kernel_lab.check.finishes_within``) at the limit. Either report
   gains one line per barrier that threads were waiting on, saying why it could not complete: no
   arrival at all in the awaited phase (a wait on the wrong parity, or for an arrive that comes
   after the wait), or every arrival in but tx bytes that no copy will deliver.
@@ -67,9 +70,11 @@ import time
 import numpy as np
 
 from ..simulator.errors import KernelLabSimulatorError
+from ..simulator.scheduler import report_poll
 
 IN_FLIGHT_BYTE = 0x7D  # 2.1e37 as float32, NaN as float16, 0x7D7D7D7D as int32, 125 as int8
 MAX_COUNT = (1 << 20) - 1  # PTX: arrival counts and tx-counts are 20-bit quantities
+POLL_STALL_READS = 200  # failed try_waits in a row, each after a pause, that make a spin (scheduler.poll)
 POLL_PAUSE_S = 1e-4  # a failed try_wait gives the other Python threads the interpreter
 
 
@@ -367,14 +372,22 @@ def mbarrier_try_wait_parity(bars, index, parity):
     if parity not in (0, 1):
         _fail(thread, f"mbarrier_try_wait_parity: the parity is 0 or 1, got {parity}")
     with _lock:
-        state, _, _, _, b = _barrier(thread, runner, bars, index, "mbarrier_try_wait_parity")
+        state, address, _, name, b = _barrier(thread, runner, bars, index, "mbarrier_try_wait_parity")
         _advance(state)
         done = (b.phase & 1) != parity
         if done:
             b.waiters.pop(thread.thread_id, None)
         else:
             b.waiters[thread.thread_id] = parity
+        seen = (b.phase, b.pending, b.tx)
     if not done:
+        # A failed try_wait is a poll: when every thread of the block waits or polls a barrier that
+        # no longer changes (no arrival to come, no copy landing), the scheduler stops the launch at
+        # once (PollStall) instead of letting it spin to a time limit. Outside the model's lock: the
+        # report takes the runner's lock, and its barrier lines take ours.
+        report_poll((id(state), address, parity), seen, f"mbarrier {name} at a try_wait on parity {parity}",
+                    reads=POLL_STALL_READS,
+                    shown=f"the same state (phase {seen[0]}, {seen[1]} arrivals pending, tx-count {seen[2]} bytes)")
         time.sleep(POLL_PAUSE_S)
     return done
 

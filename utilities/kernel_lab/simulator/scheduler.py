@@ -68,6 +68,7 @@ FULL_MASK = 0xFFFFFFFF
 # the others read (a loop that counts and gives up): at Python's pace this is a second or two.
 # A poller's last read must be recent (POLL_STALL_FRESH_S) for it to count as spinning still.
 POLL_STALL_READS = 20000
+POLL_STALL_MIN_S = 0.5  # and for at least this long
 NEVER_FINISHES = "the kernel can never finish: "  # PollStall's first words (check.finishes_within reads them)
 POLL_STALL_FRESH_S = 1.0
 
@@ -172,7 +173,7 @@ class SimThread(threading.Thread):
         self.waiting = None
         self.vc = None  # vector clock of the race detector (None when detection is off)
         self.exception = None
-        self.poll_state = None  # [what it polls, value read, reads in a row, time of the last, label]
+        self.poll_state = None  # see BlockRunner.poll: [key, value, reads in a row, last, label, first, ...]
 
     def run(self):
         runner = self.runner
@@ -204,11 +205,11 @@ class SimThread(threading.Thread):
         return f"Thread <<<{format_dim3(self.blockIdx)}, {format_dim3(self.threadIdx)}>>>"
 
 
-def report_poll(key, value, label):
+def report_poll(key, value, label, reads=None, shown=None):
     """Called by a read that may poll a flag (see `BlockRunner.poll`); outside a kernel, nothing."""
     thread = threading.current_thread()
     if isinstance(thread, SimThread):
-        thread.runner.poll(thread, key, value, label)
+        thread.runner.poll(thread, key, value, label, reads, shown)
 
 
 def current_thread(what):
@@ -426,9 +427,12 @@ class BlockRunner:
             wait.cond.wait(1.0)
 
     # --- polls that can never end -----------------------------------------------------------
-    def poll(self, thread, key, value, label):
+    def poll(self, thread, key, value, label, reads=None, shown=None):
         """A read that may be a spin on a flag: ``key`` says what was read (hashable), ``value`` what
-        it held, ``label`` how to name it ("`flags[3]`"). See POLL_STALL_READS."""
+        it held, ``label`` what it reads ("element 3 of an array with load_acquire"). ``reads``: how
+        many unchanged reads in a row make a spin (POLL_STALL_READS unless the caller knows better:
+        an mbarrier's try_wait sleeps between polls, so fewer are as telling); ``shown``: the value
+        as the report words it (its repr otherwise)."""
         from . import grid
 
         if grid.current_baton() is not None:
@@ -441,35 +445,43 @@ class BlockRunner:
             except (TypeError, ValueError):
                 same = False
             if not same:
-                thread.poll_state = [key, value, 1, now, label]
+                thread.poll_state = [key, value, 1, now, label, now, reads or POLL_STALL_READS, shown]
                 return
             state[2] += 1
             state[3] = now
-            if state[2] < POLL_STALL_READS or self.aborted:
+            if not self._spinning(state, now) or self.aborted:
                 return
             pollers = []
             for other in self.threads:
                 if other.state == EXITED or other.state == BLOCKED:
                     continue
-                s = other.poll_state
-                if s is None or s[2] < POLL_STALL_READS or now - s[3] > POLL_STALL_FRESH_S:
+                if other.poll_state is None or not self._spinning(other.poll_state, now):
                     return  # a thread that runs on may still change what the pollers read
                 pollers.append(other)
-            who = pollers[0]
-            value_text = value.item() if isinstance(value, np.generic) else value  # 2, not np.int32(2)
+            # One sentence whose shape does not depend on which threads happened to be polling when
+            # the stall was seen (its numbers may): the lines below it say who waits where.
+            first = pollers[0]
+            _, seen, _, _, what, _, _, words = first.poll_state
+            if words is None:
+                words = repr(seen.item() if isinstance(seen, np.generic) else seen)  # 2, not np.int32(2)
             self.unfinished_headline = (
-                f"{NEVER_FINISHES}in block {format_dim3(self.blockIdx)}, {_thread_list(pollers)} read "
-                f"{value_text!r} from {who.poll_state[4]} {POLL_STALL_READS} times in a row, and no thread "
-                "still running can change it"
-                + (" (the others wait at a barrier or have returned)" if len(pollers) < self.nthreads else "")
-                + ". Blocks run one after another here, so no other block can change it either; on a GPU "
-                "the wait would never end, or end only if another block happened to be running.")
+                f"{NEVER_FINISHES}in block {format_dim3(self.blockIdx)}, every thread that has not returned "
+                "waits at a barrier or keeps reading a value that no longer changes, and none of them can "
+                f"change it (thread {format_dim3(first.threadIdx)} read {words} from {what}, again and "
+                "again). Blocks run one after another here, so no other block can change it either; on a "
+                "GPU the wait would never end, or end only if another block happened to be running.")
             try:
                 error = PollStall(self._describe_unfinished())
             finally:
                 self.unfinished_headline = None
             self._fail_locked(error, thread.thread_id)
         raise Abort()
+
+    @staticmethod
+    def _spinning(state, now):
+        """Has this poll state read one value long enough, and lately, to count as a spin?"""
+        _, _, count, last, _, first, reads, _ = state
+        return count >= reads and now - first >= POLL_STALL_MIN_S and now - last <= POLL_STALL_FRESH_S
 
     def _check_deadlock(self):
         if not self.aborted and self.alive and self.blocked == self.alive:
