@@ -11,4 +11,11 @@ transpose through the 128-byte swizzled layout, the transpose in a persistent gr
 stages), the host's ``tensor_maps``, their sizes and launchers, ``bank_ways`` (the bank conflicts of
 the transposition in each layout) and 01.3's fastest transpose as the course's own peer. The
 intrinsics are ``device.tensor_map`` and ``device.tma``, modelled by ``device.tma_sim``.
+
+``wgmma_gemm`` (08.3): the package's copies of what the learner writes for one warpgroup's GEMM tile
+with ``wgmma`` (the descriptor packed by hand, the descriptors of two K-major tiles, one 64 x N x 16
+step and the store of its accumulator fragment, a block's K loop over two swizzled stages with one
+group in flight), ``load_stage`` (the threads' 16-byte copies into the 128-byte swizzle), sizes and
+launchers. The intrinsics are ``device.wgmma`` (layouts in ``device.wgmma_layout``), modelled by
+``device.wgmma_sim``.
 """
