@@ -6,6 +6,10 @@ text, stable ids, no dates, so rerunning leaves the files unchanged. Each functi
 - hopper-stage-ring.svg   a ring of STAGES = 3 shared-memory tiles with their full and empty
                           barriers: which tile each stage holds in which round, the parity every
                           wait uses, and who arrives on which barrier (08.1)
+- hopper-wgmma-tiles.svg  the 64 x N accumulator tile of a wgmma (which warp, lane and register hold
+                          each element, from wgmma_layout.fragment_coordinates), a K-major fp16 tile
+                          without swizzle in core matrices (TileLayout's byte offsets, LBO and SBO),
+                          and the 128-byte swizzle of a 64-wide K-tile's rows (08.3)
 
 The rounds, stages and parities are computed with the same formulas as the notebook's ring kernel:
 stage q % STAGES, parity (q // STAGES) & 1 for the consumers, the other one for the producer.
@@ -83,6 +87,96 @@ def stage_ring(path):
     _save(fig, path)
 
 
+def wgmma_tiles(path):
+    """The fragment is wgmma_layout.fragment_coordinates'; the tiles' byte offsets are TileLayout's."""
+    from kernel_lab.device.wgmma_layout import TileLayout, fragment_coordinates
+
+    fig, ax = plt.subplots(figsize=(14.0, 6.4))
+    ax.set_xlim(-0.3, 14.2)
+    ax.set_ylim(-0.9, 6.1)
+    ax.axis("off")
+    warp_colors = ["#8ecae6", "#ffb703", "#90be6d", "#f4a3a8"]
+    # Left: the 64 x N accumulator tile (N = 32 drawn; the pattern repeats every 8 columns)
+    n, cell = 32, 0.085
+    x0, y0 = 0.35, 5.55
+    coords = fragment_coordinates(n)
+    owner = {}
+    for tid in range(128):
+        for i in range(n // 2):
+            r, c = (int(v) for v in coords[tid, i])
+            owner[(r, c)] = (tid, i)
+    ax.text(0, 5.85, "C (64 x N; N = 32 drawn): warp w of the warpgroup owns rows 16 w .. 16 w + 15", fontsize=8.5,
+            va="center")
+    for (r, c), (tid, i) in owner.items():
+        ax.add_patch(patches.Rectangle((x0 + c * cell, y0 - (r + 1) * cell), cell, cell,
+                                       facecolor=warp_colors[tid // 32], edgecolor="white", lw=0.25))
+    for w in range(4):
+        ax.text(x0 + n * cell + 0.08, y0 - (16 * w + 8) * cell, f"warp {w}\n(threads {32 * w}..{32 * w + 31})",
+                fontsize=7, va="center")
+    # the lanes of warp 0 in its first 8 columns, enlarged: lane and register
+    ex, big = 4.55, 0.3
+    for r in range(16):
+        for c in range(8):
+            tid, i = owner[(r, c)]
+            ax.add_patch(patches.Rectangle((ex + c * big, y0 - 0.2 - (r + 1) * big), big, big,
+                                           facecolor=warp_colors[0], edgecolor="black", lw=0.4))
+            ax.text(ex + (c + 0.5) * big, y0 - 0.2 - (r + 0.5) * big, f"{tid}\nr{i}", fontsize=4.6,
+                    ha="center", va="center", family=MONO, linespacing=0.9)
+    ax.add_patch(patches.Rectangle((x0, y0 - 16 * cell), 8 * cell, 16 * cell, facecolor="none", edgecolor="black",
+                                   lw=1.0))
+    ax.annotate("", xy=(ex, y0 - 0.2), xytext=(x0 + 8 * cell, y0),
+                arrowprops=dict(arrowstyle="->", lw=0.7, color=DARK))
+    ax.text(ex - 0.3, y0 - 0.2 - 16 * big - 0.12,
+            "warp 0's rows 0-15, columns 0-7, enlarged:\n"
+            "thread (= lane) and register. Lane l: rows\n"
+            "l // 4 and + 8; columns 2 (l % 4) and + 1.\n"
+            "Registers 4 j .. 4 j + 3: the same, 8 j columns on.", fontsize=6.8, va="top")
+    # Right, top: Exercise 1's K-major tile without swizzle: core matrices of 8 rows x 16 bytes
+    lay = TileLayout(16, 16, 2, 0)
+    off = lay.byte_offsets()
+    gx, gy, cw, ch = 7.9, 5.55, 0.36, 0.135
+    ax.text(gx - 0.1, 5.85, "A's tile, K-major fp16, no swizzle (rows 0-15 of 64): byte offset of each element",
+            fontsize=8.5, va="center")
+    cm_colors = {(0, 0): "#cdeac0", (0, 1): "#ffe5b4", (1, 0): "#d7e3fc", (1, 1): "#f6d1e1"}
+    for r in range(16):
+        for k in range(16):
+            ax.add_patch(patches.Rectangle((gx + k * cw, gy - (r + 1) * ch), cw, ch,
+                                           facecolor=cm_colors[(r // 8, k // 8)], edgecolor="white", lw=0.3))
+            ax.text(gx + (k + 0.5) * cw, gy - (r + 0.5) * ch, str(int(off[r, k])), fontsize=4.6, ha="center",
+                    va="center", family=MONO)
+    for k in range(0, 16, 4):
+        ax.text(gx + (k + 0.5) * cw, gy + 0.02, f"k={k}", fontsize=5.5, ha="center", va="bottom")
+    ax.text(gx + 16 * cw + 0.1, gy - 4 * ch, "core matrix:\n8 rows x 16 bytes,\n128 contiguous bytes", fontsize=6.8,
+            va="center")
+    ax.text(gx + 16 * cw + 0.1, gy - 12 * ch, "LBO = 128: the next\n16 bytes of K\nSBO = 256: the next\n8 rows",
+            fontsize=6.8, va="center")
+    # Right, bottom: the 128-byte swizzle of Exercise 3's 64-wide K-tiles (8 rows of one 8-row group)
+    sx, sy, sc = 7.9, 2.55, 0.36
+    ax.text(sx - 0.1, 2.85, "Exercise 3's tiles: 128-byte swizzle, each row 64 halves (128 bytes), SBO = 1024",
+            fontsize=8.5, va="center")
+    for r in range(8):
+        ax.text(sx - 0.08, sy - (r + 0.5) * sc * 0.7, f"row {r}", fontsize=6, ha="right", va="center")
+        for j in range(8):
+            at = j ^ r
+            step = j // 2  # the K-step (16 halves, 32 bytes) this chunk belongs to
+            ax.add_patch(patches.Rectangle((sx + at * sc * 1.4, sy - (r + 1) * sc * 0.7), sc * 1.4, sc * 0.7,
+                                           facecolor=STAGE_COLORS[step % 3] if step < 3 else "#f4a3a8",
+                                           edgecolor="black", lw=0.4))
+            ax.text(sx + (at + 0.5) * sc * 1.4, sy - (r + 0.5) * sc * 0.7, f"k {8 * j}-{8 * j + 7}", fontsize=5.4,
+                    ha="center", va="center", family=MONO)
+    for at in range(8):
+        ax.text(sx + (at + 0.5) * sc * 1.4, sy + 0.03, f"{16 * at}-{16 * at + 15}", fontsize=5.5,
+                ha="center", va="bottom", family=MONO)
+    ax.text(sx - 0.08, sy + 0.1, "bytes", fontsize=6, ha="right", va="center")
+    ax.text(sx, sy - 8 * sc * 0.7 - 0.12,
+            "16-byte chunk j of row r lands at chunk j ^ (r % 8). Colour: the K-step (16 halves) a chunk belongs to.\n"
+            "K-step s's descriptor starts 32 s bytes into the tile; the tensor cores undo the XOR from the\n"
+            "address bits, so the tile must start at a multiple of 1024 bytes.", fontsize=6.8, va="top")
+    _save(fig, path)
+
+
 if __name__ == "__main__":
     stage_ring(HERE / "hopper-stage-ring.svg")
     print("wrote", HERE / "hopper-stage-ring.svg")
+    wgmma_tiles(HERE / "hopper-wgmma-tiles.svg")
+    print("wrote", HERE / "hopper-wgmma-tiles.svg")

@@ -66,6 +66,7 @@ NB071 = "solutions/07-fp64-emulation/07.1-the-idea-in-numpy.ipynb"
 NB072 = "solutions/07-fp64-emulation/07.2-slicing-on-the-gpu.ipynb"
 NB076 = "solutions/07-fp64-emulation/07.6-beyond.ipynb"
 NB081 = "solutions/08-hopper-async/08.1-bulk-copies-and-mbarriers.ipynb"
+NB083 = "solutions/08-hopper-async/08.3-wgmma.ipynb"
 
 # A program is the list of a notebook's cells that define one kernel and check it, in notebook
 # order. "id:defs" runs only the cell's definitions (functions, constants, imports); "id" runs the
@@ -194,6 +195,11 @@ PROGRAMS = {
     "tile copy": (NB081, ["setup:defs", "tile-copy", "tile-copy-check"]),
     "rounds copy": (NB081, ["setup:defs", "rounds-copy", "rounds-copy-check"]),
     "ring copy": (NB081, ["setup:defs", "ring-copy", "ring-copy-check"]),
+    # 08.3: wgmma, run against the simulator's model (the tiles read through the descriptors, accumulators
+    # in flight until a wait covers them); each check runs the GPU's N = 128 once
+    "descriptors": (NB083, ["setup:defs", "descriptors", "descriptors-check"]),
+    "wgmma step": (NB083, ["setup:defs", "descriptors:defs", "wgmma-step", "wgmma-step-check"]),
+    "wgmma GEMM": (NB083, ["setup:defs", "descriptors:defs", "wgmma-step:defs", "wgmma-gemm", "wgmma-gemm-check"]),
 }
 
 
@@ -1155,6 +1161,56 @@ MUTANTS = [
     M("ring copy", "ring-copy", "start = (cuda.blockIdx.x + q * cuda.gridDim.x) * TILE",
       "start = (cuda.blockIdx.x + q) * TILE", "the producer strides by one tile, not the grid"),
     M("ring copy", "ring-copy", "r = q - (STAGES - 1)", "r = q - STAGES", "the producer STAGES tiles ahead, not STAGES - 1"),
+    # ---- 08.3 exercise 1: the descriptors
+    M("descriptors", "descriptors", "desc |= ((lbo & 0x3FFFF) >> 4) << 16", "desc |= (lbo & 0x3FFFF) << 16",
+      "LBO not divided by 16"),
+    M("descriptors", "descriptors", "desc = (start & 0x3FFFF) >> 4", "desc = start & 0x3FFFF",
+      "the start address not divided by 16"),
+    M("descriptors", "descriptors", "code = 1 if swizzle == 128 else 2 if swizzle == 64 else 3 if swizzle == 32 else 0",
+      "code = 3 if swizzle == 128 else 2 if swizzle == 64 else 1 if swizzle == 32 else 0",
+      "the swizzle modes numbered 1, 2, 3 for 32, 64, 128 bytes"),
+    M("descriptors", "descriptors", "desc |= code << 62", "desc |= swizzle << 62", "the swizzle's bytes as its mode"),
+    M("descriptors", "descriptors", "make_desc(smem_start(sa, (0, 0)), 128, 256, 0)",
+      "make_desc(smem_start(sa, (0, 0)), 256, 128, 0)", "LBO and SBO swapped"),
+    M("descriptors", "descriptors", "desc_b = make_desc(smem_start(sb, (0, 0))", "desc_b = make_desc(smem_start(sa, (0, 0))",
+      "B's descriptor on A's tile"),
+    M("descriptors", "descriptors", "make_desc(smem_start(sb, (0, 0)), 128, 256, 0)",
+      "make_desc(smem_start(sb, (0, 0)), 128, 128, 0)", "SBO of one core matrix, not of a 32-byte row"),
+    # ---- 08.3 exercise 2: one wgmma and its fragment
+    M("wgmma step", "wgmma-step", "    wgmma_wait_group(0)  #", "    pass  #", "no wait before the store"),
+    M("wgmma step", "wgmma-step", "    wgmma_commit_group()  #", "    pass  #", "no commit"),
+    M("wgmma step", "wgmma-step", "    wgmma_fence()  #", "    pass  #", "no fence before the first wgmma"),
+    M("wgmma step", "wgmma-step",
+      "        c[row, col + 8 * j] = acc[4 * j]\n        c[row, col + 8 * j + 1] = acc[4 * j + 1]\n"
+      "        c[row + 8, col + 8 * j] = acc[4 * j + 2]\n        c[row + 8, col + 8 * j + 1] = acc[4 * j + 3]",
+      "        c[col + 8 * j, row] = acc[4 * j]\n        c[col + 8 * j + 1, row] = acc[4 * j + 1]\n"
+      "        c[col + 8 * j, row + 8] = acc[4 * j + 2]\n        c[col + 8 * j + 1, row + 8] = acc[4 * j + 3]",
+      "the fragment's rows and columns swapped"),
+    M("wgmma step", "wgmma-step", "= acc[4 * j + 1]\n        c[row + 8, col + 8 * j] = acc[4 * j + 2]",
+      "= acc[4 * j + 2]\n        c[row + 8, col + 8 * j] = acc[4 * j + 1]", "registers 1 and 2 taken down a column"),
+    M("wgmma step", "wgmma-step", "for j in range(len(acc) // 4):", "for j in range(len(acc) // 8):",
+      "half the registers stored: N / 2 values taken for N / 2 groups of 4"),
+    # ---- 08.3 exercise 3: the K loop, two stages, one group in flight
+    M("wgmma GEMM", "wgmma-gemm", "make_desc(start_a + 32 * ks, 16, 1024, 128)  # SBO: 8 rows of 128 bytes; LBO unused\n"
+      "            desc_b = make_desc(start_b + 32 * ks,",
+      "make_desc(start_a, 16, 1024, 128)  # SBO: 8 rows of 128 bytes; LBO unused\n"
+      "            desc_b = make_desc(start_b,", "the descriptors not moved along K"),
+    M("wgmma GEMM", "wgmma-gemm", "make_desc(start_a + 32 * ks, 16, 1024, 128)  # SBO: 8 rows of 128 bytes; LBO unused\n"
+      "            desc_b = make_desc(start_b + 32 * ks,",
+      "make_desc(start_a + 16 * ks, 16, 1024, 128)  # SBO: 8 rows of 128 bytes; LBO unused\n"
+      "            desc_b = make_desc(start_b + 16 * ks,", "K-steps 16 bytes apart: halves, not bytes"),
+    M("wgmma GEMM", "wgmma-gemm", "acc = wgmma_mma_async_f16(desc_a, desc_b, acc, 1)",
+      "acc = wgmma_mma_async_f16(desc_a, desc_b, acc, 0)", "scale_d 0: each wgmma overwrites the sum"),
+    M("wgmma GEMM", "wgmma-gemm", "make_desc(start_a + 32 * ks, 16, 1024, 128)", "make_desc(start_a + 32 * ks, 16, 1024, 0)",
+      "A's descriptor without the swizzle"),
+    M("wgmma GEMM", "wgmma-gemm", "    wgmma_wait_group(0)\n", "", "no wait after the loop"),
+    M("wgmma GEMM", "wgmma-gemm", "wgmma_wait_group(1)", "wgmma_wait_group(2)",
+      "two groups left in flight while a stage is overwritten"),
+    M("wgmma GEMM", "wgmma-gemm", "(kt + 1) * BK, 1 - s)", "(kt + 1) * BK, s)",
+      "the next K-tile loaded into the stage in use"),
+    M("wgmma GEMM", "wgmma-gemm", "smem_start(sa, (s, 0, 0)), smem_start(sb, (s, 0, 0))",
+      "smem_start(sa, (0, 0, 0)), smem_start(sb, (0, 0, 0))", "every K-tile read from stage 0"),
+    M("wgmma GEMM", "wgmma-gemm", "for kt in range(ktiles):", "for kt in range(ktiles - 1):", "the last K-tile left out"),
 ]
 
 

@@ -29,7 +29,8 @@ Numba's CUDA simulator (no GPU found: simulator). The modules, one job each:
 - ozaki: module 07, FP64 GEMM from INT8 products (both Ozaki schemes in NumPy, and their GPU
   kernels); every method beside cuBLAS DGEMM (``python -m kernel_lab.ozaki.bench``)
 - hopper_async: module 08, Hopper's asynchronous copies (``hopper_async.bulk_copies``: 08.1's bulk
-  copies through mbarriers, one tile, many rounds, a ring of stages)
+  copies through mbarriers, one tile, many rounds, a ring of stages; ``hopper_async.wgmma_gemm``: 08.3's wgmma
+  descriptors, one 64 x N step and a block's K loop)
 - progress: every passing check noted in a local file; cli: the ``kernel-lab`` command (progress,
   benchmarks, mistakes, exercises); colab: Colab badges and install; benchmarks_page, mistakes_page:
   BENCHMARKS.md and docs/mistakes.md, generated
