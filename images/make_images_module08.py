@@ -6,6 +6,9 @@ text, stable ids, no dates, so rerunning leaves the files unchanged. Each functi
 - hopper-stage-ring.svg   a ring of STAGES = 3 shared-memory tiles with their full and empty
                           barriers: which tile each stage holds in which round, the parity every
                           wait uses, and who arrives on which barrier (08.1)
+- hopper-tma-box.svg      a matrix seen in boxes by a tensor map (the edge boxes reaching past it),
+                          the map's fields, and the 128-byte swizzle of a box's 16-byte chunks in
+                          shared memory, with a column of the box lit in both layouts (08.2)
 - hopper-wgmma-tiles.svg  the 64 x N accumulator tile of a wgmma (which warp, lane and register hold
                           each element, from wgmma_layout.fragment_coordinates), a K-major fp16 tile
                           without swizzle in core matrices (TileLayout's byte offsets, LBO and SBO),
@@ -84,6 +87,64 @@ def stage_ring(path):
                 f"producer waits empty[0], parity {parity ^ 1}" + ("\n(a fresh barrier: passes at once)" if q < STAGES
                                                                   else "\n(until tile q - 3 has been read)"))
         _box(ax, xs[k], -0.45, 3.35, 1.25, "#f1f1f1", text, fontsize=7.2, family=MONO)
+    _save(fig, path)
+
+
+def tma_box(path):
+    """The swizzle is box_offsets' (kernel_lab.device.tensor_map): chunk c of row r lands at chunk c ^ (r % 8)."""
+    fig, ax = plt.subplots(figsize=(13.0, 5.6))
+    ax.set_xlim(-0.3, 13.0)
+    ax.set_ylim(-0.6, 5.5)
+    ax.axis("off")
+    # Left: a 37 x 45 matrix in 32 x 32 boxes (a grid of 2 x 2 boxes, the right and bottom ones cut)
+    ax.text(0, 5.25, "global memory: a 37 x 45 float32 matrix, boxes of 32 x 32", fontsize=8.5, va="center")
+    scale = 3.6 / 64
+    x0, y0 = 0.2, 4.6
+    for by in range(2):
+        for bx in range(2):
+            ax.add_patch(patches.Rectangle((x0 + bx * 32 * scale, y0 - (by + 1) * 32 * scale), 32 * scale, 32 * scale,
+                                           facecolor=STAGE_COLORS[(bx + by) % 3], edgecolor="black", lw=0.7,
+                                           alpha=0.55))
+            ax.text(x0 + (bx + 0.5) * 32 * scale, y0 - (by + 0.5) * 32 * scale, f"box x={32 * bx}, y={32 * by}",
+                    ha="center", va="center", fontsize=7)
+    ax.add_patch(patches.Rectangle((x0, y0 - 37 * scale), 45 * scale, 37 * scale, facecolor="none",
+                                   edgecolor=DARK, lw=1.6))
+    ax.text(x0 + 45 * scale + 0.08, y0 - 37 * scale - 0.08, "<- the matrix ends here: loads bring\n"
+            "zeros past it, stores write nothing there", fontsize=6.5, va="top",
+            bbox=dict(boxstyle="round", facecolor="white", edgecolor="none", alpha=0.85))
+    # The map's fields
+    fields = ("TensorMap2D(d_a, box=(32, 32), swizzle=128)\n"
+              "  address, rows x cols = 37 x 45, row pitch 192 B\n"
+              "  box 32 x 32 float32 = 4096 bytes (expect-tx)\n"
+              "  128 bytes on the host, copied to global memory;\n"
+              "  each block acquires it before its first copy")
+    ax.text(0.1, 0.45, fields, fontsize=7.5, family=MONO, va="center",
+            bbox=dict(boxstyle="round", facecolor="#f1f1f1", edgecolor="black", lw=0.6))
+    # Right: two 8 x 8 grids of 16-byte chunks (the first 8 rows of a box, 4 float32 a chunk)
+    for k, (title, swizzled) in enumerate((("shared memory, no swizzle: row r, chunk c at chunk c", False),
+                                           ("128-byte swizzle: row r, chunk c at chunk c ^ (r % 8)", True))):
+        gx, gy, cell = 5.3 + 3.95 * k, 4.1, 0.42
+        ax.text(gx - 0.3, 5.25, title, fontsize=7.5, va="center")
+        for r in range(8):
+            ax.text(gx - 0.12, gy - r * cell + cell / 2, f"r{r}", fontsize=6.5, ha="right", va="center", family=MONO)
+            for c in range(8):
+                at = (c ^ r) if swizzled else c
+                lit = c == 0  # the chunk of elements [r, 0..3]: column 0 of the box
+                ax.add_patch(patches.Rectangle((gx + at * cell, gy - r * cell), cell, cell,
+                                               facecolor=STAGE_COLORS[1] if lit else "white", edgecolor="black",
+                                               lw=0.5))
+                ax.text(gx + (at + 0.5) * cell, gy - r * cell + cell / 2, str(c), fontsize=6.5, ha="center",
+                        va="center", family=MONO)
+        for c in range(8):
+            ax.text(gx + (c + 0.5) * cell, gy + cell + 0.06, f"{4 * c}-\n{4 * c + 3}", fontsize=5.5,
+                    ha="center", va="bottom", family=MONO)
+        ax.text(gx - 0.12, gy + cell + 0.2, "banks", fontsize=6, ha="right", va="center")
+    ax.text(5.0, 0.25, "Each cell is a 16-byte chunk (4 float32) of one 128-byte row of the box; its number is the "
+            "chunk's place in the row.\nLit: column 0 of the box, which a transpose reads down (or writes down). "
+            "Without a swizzle it stays in chunk 0:\nits 32 elements all in bank 0, a 32-way conflict. With the "
+            "128-byte swizzle it visits all 8 chunks: 8 banks,\n4 of the 32 rows in each, a 4-way conflict. The "
+            "copy engine writes the box in this order; read it through tma_tile_index.",
+            fontsize=7.2, va="center")
     _save(fig, path)
 
 
@@ -178,5 +239,7 @@ def wgmma_tiles(path):
 if __name__ == "__main__":
     stage_ring(HERE / "hopper-stage-ring.svg")
     print("wrote", HERE / "hopper-stage-ring.svg")
+    tma_box(HERE / "hopper-tma-box.svg")
+    print("wrote", HERE / "hopper-tma-box.svg")
     wgmma_tiles(HERE / "hopper-wgmma-tiles.svg")
     print("wrote", HERE / "hopper-wgmma-tiles.svg")

@@ -66,6 +66,7 @@ NB071 = "solutions/07-fp64-emulation/07.1-the-idea-in-numpy.ipynb"
 NB072 = "solutions/07-fp64-emulation/07.2-slicing-on-the-gpu.ipynb"
 NB076 = "solutions/07-fp64-emulation/07.6-beyond.ipynb"
 NB081 = "solutions/08-hopper-async/08.1-bulk-copies-and-mbarriers.ipynb"
+NB082 = "solutions/08-hopper-async/08.2-tensor-copies-tma.ipynb"
 NB083 = "solutions/08-hopper-async/08.3-wgmma.ipynb"
 
 # A program is the list of a notebook's cells that define one kernel and check it, in notebook
@@ -195,6 +196,11 @@ PROGRAMS = {
     "tile copy": (NB081, ["setup:defs", "tile-copy", "tile-copy-check"]),
     "rounds copy": (NB081, ["setup:defs", "rounds-copy", "rounds-copy-check"]),
     "ring copy": (NB081, ["setup:defs", "ring-copy", "ring-copy-check"]),
+    # 08.2: tensor copies, run against the simulator's model of the copy engine (swizzled layout, zeros
+    # past the edges, stores at their group's wait); hangs are stopped by checks.hopper_tma.SMALL_S
+    "TMA copy": (NB082, ["setup:defs", "tma-copy", "tma-copy-check"]),
+    "TMA transpose": (NB082, ["setup:defs", "tma-transpose", "tma-transpose-check"]),
+    "TMA transpose ring": (NB082, ["setup:defs", "tma-ring", "tma-ring-check"]),
     # 08.3: wgmma, run against the simulator's model (the tiles read through the descriptors, accumulators
     # in flight until a wait covers them); each check runs the GPU's N = 128 once
     "descriptors": (NB083, ["setup:defs", "descriptors", "descriptors-check"]),
@@ -1161,6 +1167,36 @@ MUTANTS = [
     M("ring copy", "ring-copy", "start = (cuda.blockIdx.x + q * cuda.gridDim.x) * TILE",
       "start = (cuda.blockIdx.x + q) * TILE", "the producer strides by one tile, not the grid"),
     M("ring copy", "ring-copy", "r = q - (STAGES - 1)", "r = q - STAGES", "the producer STAGES tiles ahead, not STAGES - 1"),
+    # ---- 08.2 exercise 1: the maps, a box in and the same box out
+    M("TMA copy", "tma-copy", "TensorMap2D(d_out, (box, box), swizzle)", "TensorMap2D(d_in, (box, box), swizzle)",
+      "the output's map built on the input"),
+    M("TMA copy", "tma-copy", "        fence_proxy_tensormap_acquire(src_map)  #", "        pass  #",
+      "the input's map used without its acquire fence"),
+    M("TMA copy", "tma-copy", "mbarrier_arrive_expect_tx(bars, 0, BOX * BOX * 4)", "mbarrier_arrive_expect_tx(bars, 0, BOX * BOX)",
+      "expect-tx in floats, not bytes"),
+    M("TMA copy", "tma-copy", "mbarrier_arrive_expect_tx(bars, 0, BOX * BOX * 4)",
+      "mbarrier_arrive_expect_tx(bars, 0, TILE_ELEMS * 4)", "expect-tx = the tile's padded size in shared memory"),
+    M("TMA copy", "tma-copy", "        mbarrier_wait_parity(bars, 0, 0)  #", "        pass  #",
+      "no wait: the store reads the box in flight"),
+    M("TMA copy", "tma-copy", "src_map, x, y, bars, 0)", "src_map, y, x, bars, 0)", "the load's x and y swapped"),
+    # ---- 08.2 exercise 2: the transpose through the swizzled layout
+    M("TMA transpose", "tma-transpose", "v = smem[t_in + tma_tile_index(r, c, BOX, 4, SWIZZLE)]",
+      "v = smem[t_in + r * BOX + c]", "the swizzled tile read as plain rows"),
+    M("TMA transpose", "tma-transpose", "smem[t_out + tma_tile_index(c, r, BOX, 4, SWIZZLE)] = v",
+      "smem[t_out + tma_tile_index(c, r, BOX, 4, 0)] = v", "the transposed tile written without the swizzle"),
+    M("TMA transpose", "tma-transpose", "    fence_proxy_async_shared()  #", "    pass  #",
+      "no proxy fence before the store"),
+    M("TMA transpose", "tma-transpose", "cp_async_bulk_tensor_2d_store(dst_map, y, x, smem, t_out)",
+      "cp_async_bulk_tensor_2d_store(dst_map, x, y, smem, t_out)", "the transposed box stored at (x, y)"),
+    # ---- 08.2 exercise 3: the ring in a persistent grid
+    M("TMA transpose ring", "tma-ring", "mbarrier_wait_parity(bars, s, (r // STAGES) & 1)",
+      "mbarrier_wait_parity(bars, s, r & 1)", "the parity of the box, not of the stage's use"),
+    M("TMA transpose ring", "tma-ring", "                cp_async_bulk_wait_group_read(1)  #", "                pass  #",
+      "a transposed tile written again while its store reads it"),
+    M("TMA transpose ring", "tma-ring", "i = cuda.blockIdx.x + q * cuda.gridDim.x", "i = cuda.blockIdx.x + q",
+      "the producer strides by one box, not the grid"),
+    M("TMA transpose ring", "tma-ring", "r = q - (STAGES - 1)", "r = q - STAGES",
+      "the producer STAGES boxes ahead, not STAGES - 1"),
     # ---- 08.3 exercise 1: the descriptors
     M("descriptors", "descriptors", "desc |= ((lbo & 0x3FFFF) >> 4) << 16", "desc |= (lbo & 0x3FFFF) << 16",
       "LBO not divided by 16"),

@@ -94,7 +94,12 @@ def _run(name, label, launch, maps, rows, cols, sizes, transpose, seconds, hint,
     out_rows, out_cols = (cols, rows) if transpose else (rows, cols)
     d_out, v_out = tt.device_matrix(out_rows, out_cols, SENTINEL)
     where = f"{name} ({label})"
-    src_map, dst_map = maps(v_in, v_out, sizes["BOX"], sizes["SWIZZLE"])
+    made = maps(v_in, v_out, sizes["BOX"], sizes["SWIZZLE"])
+    if not (isinstance(made, tuple) and len(made) == 2 and all(isinstance(m, tt.TensorMap2D) for m in made)):
+        raise CheckFailed(f"{where}: tensor_maps(d_in, d_out, box, swizzle) returned {made!r}; it returns two "
+                          "TensorMap2D, the input's and the output's, each seen in boxes of (box, box) with the "
+                          "given swizzle.")
+    src_map, dst_map = made
     if on_simulator():
         from ..device.async_copy_sim import (
             MbarrierProtocolError,
