@@ -54,6 +54,55 @@ def notebook_requirements(path: Path) -> list[str]:
 SANITIZE = Path(__file__).resolve().parent / "tests" / "nbval_sanitize.cfg"
 
 
+# --- the Hopper scripts' offline compile (tests/test_{async_copy,tma,wgmma}_intrinsics.py) ---------
+_NVRTC_PROBE = """
+from numba import cuda
+def k(a):
+    a[0] = 1
+cuda.compile_ptx(k, "(int32[:],)", cc=(9, 0))
+"""
+
+
+def _nvrtc_python() -> str | None:
+    """A Python with numba-cuda's real target and NVRTC: KERNEL_LAB_NVRTC_PYTHON, or the venv that
+    scripts/README.md describes (/tmp/nvenv). The test command's own Python runs the simulator."""
+    import subprocess
+
+    for candidate in (os.environ.get("KERNEL_LAB_NVRTC_PYTHON"), "/tmp/nvenv/bin/python"):
+        if candidate and Path(candidate).exists():
+            probe = subprocess.run([candidate, "-c", _NVRTC_PROBE], capture_output=True, check=False,
+                                   env=dict(os.environ, NUMBA_ENABLE_CUDASIM="0"), timeout=300)
+            if probe.returncode == 0:
+                return candidate
+    return None
+
+
+@pytest.fixture(scope="session")
+def offline_script():
+    """``offline_script("hopper_tma.py")`` runs ``scripts/hopper_tma.py --offline`` (compile for sm_90a,
+    assemble with ptxas, check that sm_80 is refused: no GPU needed) and returns what it printed,
+    having asserted that it succeeded. Skips the test without a Python with NVRTC or without ptxas."""
+    import subprocess
+
+    python = _nvrtc_python()
+    if python is None:
+        pytest.skip("no Python with numba-cuda's NVRTC here (set KERNEL_LAB_NVRTC_PYTHON); the script's "
+                    "--offline does this check")
+    if shutil.which("ptxas") is None:
+        pytest.skip("no ptxas on PATH to assemble the PTX")
+    root = Path(__file__).resolve().parent
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
+               PYTHONPATH=f"{root / 'utilities'}:{os.environ.get('PYTHONPATH', '')}")
+
+    def run(script: str) -> str:
+        done = subprocess.run([python, str(root / "scripts" / script), "--offline"], cwd=root, env=env,
+                              capture_output=True, text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    return run
+
+
 def pytest_configure(config):
     # What nbval may ignore between a GPU's stored outputs and a simulator run (which cases a check
     # ran, a per-backend configuration): tests/nbval_sanitize.cfg says it, with why. Set here, with an

@@ -32,12 +32,7 @@ still to be done.
 
 from __future__ import annotations
 
-import argparse
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -202,14 +197,9 @@ def _ptx(cc, make=None):
 
 
 def offline() -> int:
-    sys.path.insert(0, str(ROOT / "utilities"))
-    from kernel_lab.validate import KernelLabArgumentError
-    from numba.cuda import dispatcher
+    import offline_sm90 as off
 
-    class Hopper:  # a device function (mbarrier_wait_parity) asks the current GPU for its cc
-        compute_capability, id = (9, 0), 0
-
-    dispatcher.get_current_device = Hopper
+    off.pretend_hopper()  # a device function (mbarrier_wait_parity) asks the current GPU for its cc
     kernels = {
         "round_trip": (make_round_trip, (
             "mbarrier.init.shared::cta.b64", "mbarrier.arrive.expect_tx.shared::cta.b64",
@@ -220,51 +210,24 @@ def offline() -> int:
             "cp.async.bulk.global.shared::cta.bulk_group", "cp.async.bulk.commit_group",
             "cp.async.bulk.wait_group.read 0")),
     }
-    ptxas = shutil.which("ptxas")
+    ok = True
     for name, (make, needed) in kernels.items():
         ptx = _ptx((9, 0, "a"), make)
         missing = [s for s in needed if s not in ptx]
         if missing:
-            print(f"FAILED: the PTX of {name} lacks", missing)
+            print(f"{name}: FAILED: the PTX lacks", missing)
             return 1
         target = next(ln for ln in ptx.splitlines() if ln.startswith(".target"))
         print(f"{name}: PTX for {target.split()[1]}: {len(ptx)} characters, every instruction present")
-        if ptxas is None:
-            print("SKIPPED assembling: no ptxas on PATH")
-            continue
-        with tempfile.TemporaryDirectory() as tmp:
-            src, cubin = Path(tmp) / f"{name}.ptx", Path(tmp) / f"{name}.cubin"
-            src.write_text(ptx)
-            run = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(src), "-o", str(cubin)], check=False,
-                                 capture_output=True, text=True)
-            if run.returncode:
-                print(f"FAILED: ptxas on {name}\n" + run.stderr)
-                return 1
-            usage = [ln.split("info    : ")[-1] for ln in run.stderr.splitlines() if "Used" in ln]
-            print(f"{name}: ptxas -arch=sm_90a: {cubin.stat().st_size} bytes of SASS; {'; '.join(usage)}")
-    failed = _offline_notebook_kernels(ptxas)
-    if failed:
-        return failed
+        ok &= off.assemble(name, ptx)
+    ok &= _offline_notebook_kernels(off)
     kernels["store_only"] = (_make_store_only, ())  # the store's own refusal, with no mbarrier before it
     for name, (make, _needed) in kernels.items():
-        try:
-            _ptx((8, 0), make)
-        except Exception as exc:  # noqa: BLE001 - Numba wraps the package's error in its own
-            text = str(exc)
-            if "compute capability 9.0" not in text:
-                print(f"FAILED: sm_80 refused {name} with an unexpected message:\n" + text)
-                return 1
-            line = next(ln for ln in text.splitlines() if "compute capability 9.0" in ln)
-            kind = "KernelLabArgumentError" if isinstance(exc, KernelLabArgumentError) or \
-                KernelLabArgumentError.__name__ in text else type(exc).__name__
-            print(f"{name}: sm_80 refused ({kind}): {line.strip()}")
-        else:
-            print(f"FAILED: {name} compiled for sm_80")
-            return 1
-    return 0
+        ok &= off.refused_below_hopper(name, lambda make=make: _ptx((8, 0), make))
+    return 0 if ok else 1
 
 
-def _offline_notebook_kernels(ptxas) -> int:
+def _offline_notebook_kernels(off) -> bool:
     """08.1's three kernels (the package's copies, kernel_lab.hopper_async.bulk_copies) at the GPU's
     sizes: PTX for sm_90a, assembled by ptxas."""
     from numba import types
@@ -272,26 +235,17 @@ def _offline_notebook_kernels(ptxas) -> int:
     from kernel_lab.hopper_async import bulk_copies as bc
 
     f32 = types.float32[::1]
+    ok = True
     for kernel, sig in ((bc.tile_copy, (f32, f32)), (bc.rounds_copy, (f32, f32, types.int64)),
                         (bc.ring_copy, (f32, f32, types.int64))):
         name = kernel.py_func.__name__
         ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0, "a"))
         if "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes" not in ptx:
-            print(f"FAILED: the PTX of 08.1's {name} has no bulk copy")
-            return 1
-        if ptxas is None:
+            print(f"08.1 {name}: FAILED: the PTX has no bulk copy")
+            ok = False
             continue
-        with tempfile.TemporaryDirectory() as tmp:
-            src, cubin = Path(tmp) / f"{name}.ptx", Path(tmp) / f"{name}.cubin"
-            src.write_text(ptx)
-            run = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(src), "-o", str(cubin)], check=False,
-                                 capture_output=True, text=True)
-            if run.returncode:
-                print(f"FAILED: ptxas on 08.1's {name}\n" + run.stderr)
-                return 1
-            usage = [ln.split("info    : ")[-1] for ln in run.stderr.splitlines() if "Used" in ln]
-            print(f"08.1 {name}: ptxas -arch=sm_90a: {cubin.stat().st_size} bytes of SASS; {'; '.join(usage)}")
-    return 0
+        ok &= off.assemble(name, ptx, prefix="08.1 ")
+    return ok
 
 
 def gpu() -> int:
@@ -309,17 +263,9 @@ def gpu() -> int:
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--offline", action="store_true", help="compile for sm_90a and assemble, no GPU needed")
-    p.add_argument("--gpu", action="store_true", help="run the round trip on the GPU")
-    args = p.parse_args()
-    sys.path.insert(0, str(ROOT / "utilities"))
-    if args.offline:
-        if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
-            print("run with NUMBA_ENABLE_CUDASIM=0: the offline compile needs Numba's real CUDA target")
-            return 2
-        return offline()
-    return gpu()
+    import offline_sm90
+
+    return offline_sm90.main(__doc__, offline, gpu, "run the round trips on the GPU")
 
 
 if __name__ == "__main__":

@@ -29,12 +29,7 @@ The GPU run is still to be done.
 
 from __future__ import annotations
 
-import argparse
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -282,15 +277,10 @@ def _ptx(cc, make, sig):
 
 
 def offline() -> int:
-    sys.path.insert(0, str(ROOT / "utilities"))
-    from kernel_lab.validate import KernelLabArgumentError
+    import offline_sm90 as off
     from numba import types
-    from numba.cuda import dispatcher
 
-    class Hopper:  # a device function (mbarrier_wait_parity, tile_start) asks the current GPU for its cc
-        compute_capability, id = (9, 0), 0
-
-    dispatcher.get_current_device = Hopper
+    off.pretend_hopper()  # device functions (mbarrier_wait_parity, tile_start) ask the current GPU for its cc
     tmap_t = types.Array(types.uint64, 1, "C")
     i64 = types.int64
     tile_sig = (tmap_t, tmap_t, i64, i64, i64, i64, i64)
@@ -310,51 +300,26 @@ def offline() -> int:
         "layout_probe": ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
                          "fence.proxy.tensormap::generic.acquire.sys"),
     }
-    ptxas = shutil.which("ptxas")
+    ok = True
     for name, (make, sig) in kernels.items():
         ptx = _ptx((9, 0, "a"), make, sig)
         missing = [s for s in needed.get(name, needed["tile_copy"]) if s not in ptx]
         if missing:
-            print(f"FAILED: the PTX of {name} lacks", missing)
+            print(f"{name}: FAILED: the PTX lacks", missing)
             return 1
         lines = [ln.strip() for ln in ptx.splitlines() if "cp.async.bulk.tensor" in ln or "tensormap" in ln]
         target = next(ln for ln in ptx.splitlines() if ln.startswith(".target"))
         print(f"{name}: PTX for {target.split()[1]}: {len(ptx)} characters, every instruction present")
         for ln in lines:
             print(f"    {ln}")
-        if ptxas is None:
-            print("SKIPPED assembling: no ptxas on PATH")
-            continue
-        with tempfile.TemporaryDirectory() as tmp:
-            src, cubin = Path(tmp) / f"{name}.ptx", Path(tmp) / f"{name}.cubin"
-            src.write_text(ptx)
-            run = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(src), "-o", str(cubin)], check=False,
-                                 capture_output=True, text=True)
-            if run.returncode:
-                print(f"FAILED: ptxas on {name}\n" + run.stderr)
-                return 1
-            usage = [ln.split("info    : ")[-1] for ln in run.stderr.splitlines() if "Used" in ln]
-            print(f"{name}: ptxas -arch=sm_90a: {cubin.stat().st_size} bytes of SASS; {'; '.join(usage)}")
+        ok &= off.assemble(name, ptx)
     probe_sig = kernels["layout_probe"][1]
     kernels["load_only"] = (lambda: _make_tensor_only("load"), probe_sig)
     kernels["store_only"] = (lambda: _make_tensor_only("store"), probe_sig)
     for name in ("tile_copy", "layout_probe", "load_only", "store_only"):
         make, sig = kernels[name]
-        try:
-            _ptx((8, 0), make, sig)
-        except Exception as exc:  # noqa: BLE001 - Numba wraps the package's error in its own
-            text = str(exc)
-            if "compute capability 9.0" not in text:
-                print(f"FAILED: sm_80 refused {name} with an unexpected message:\n" + text)
-                return 1
-            line = next(ln for ln in text.splitlines() if "compute capability 9.0" in ln)
-            kind = "KernelLabArgumentError" if isinstance(exc, KernelLabArgumentError) or \
-                KernelLabArgumentError.__name__ in text else type(exc).__name__
-            print(f"{name}: sm_80 refused ({kind}): {line.strip()}")
-        else:
-            print(f"FAILED: {name} compiled for sm_80")
-            return 1
-    return 0
+        ok &= off.refused_below_hopper(name, lambda make=make, sig=sig: _ptx((8, 0), make, sig))
+    return 0 if ok else 1
 
 
 def gpu() -> int:
@@ -384,17 +349,9 @@ def gpu() -> int:
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--offline", action="store_true", help="compile for sm_90a and assemble, no GPU needed")
-    p.add_argument("--gpu", action="store_true", help="run the copies, transposes and layout probes on the GPU")
-    args = p.parse_args()
-    sys.path.insert(0, str(ROOT / "utilities"))
-    if args.offline:
-        if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
-            print("run with NUMBA_ENABLE_CUDASIM=0: the offline compile needs Numba's real CUDA target")
-            return 2
-        return offline()
-    return gpu()
+    import offline_sm90
+
+    return offline_sm90.main(__doc__, offline, gpu, "run the copies, transposes and layout probes on the GPU")
 
 
 if __name__ == "__main__":

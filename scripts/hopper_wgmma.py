@@ -32,12 +32,7 @@ determine register count at entry"). sm_80 is refused with kernel_lab's message.
 
 from __future__ import annotations
 
-import argparse
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -233,33 +228,18 @@ def _ptx(cc, kind, n, swizzle):
     return ptx
 
 
-def _assemble(ptxas, name, ptx):
-    with tempfile.TemporaryDirectory() as tmp:
-        src, cubin = Path(tmp) / f"{name}.ptx", Path(tmp) / f"{name}.cubin"
-        src.write_text(ptx)
-        run = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(src), "-o", str(cubin)], check=False,
-                             capture_output=True, text=True)
-        if run.returncode:
-            return False, run.stderr
-        usage = [ln.split("info    : ")[-1] for ln in run.stderr.splitlines() if "Used" in ln]
-        warn = [ln.split("info    : ")[-1].split(" in the function")[0] for ln in run.stderr.splitlines()
-                if "warning" in ln.lower() or "Performance Loss" in ln]
-        return True, "; ".join(usage + warn)
-
-
 def offline(cases=OFFLINE) -> int:
-    from kernel_lab.validate import KernelLabArgumentError
+    import offline_sm90 as off
     from numba import types
 
-    ptxas = shutil.which("ptxas")
-    failed = 0
+    ok = True
     for kind, n, swizzle in cases:
         name = f"gemm_tile_{kind}_n{n}_sw{swizzle}"
         try:
             ptx = _ptx((9, 0, "a"), kind, n, swizzle)
         except Exception as exc:  # noqa: BLE001 - the evidence of what Numba refused
             print(f"{name}: FAILED to compile: {type(exc).__name__}: {str(exc).splitlines()[0][:400]}")
-            failed += 1
+            ok = False
             continue
         shape = f"m64n{n}k{32 if kind == 's8' else 16}"
         needed = ["wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned 0",
@@ -267,44 +247,23 @@ def offline(cases=OFFLINE) -> int:
         missing = [s for s in needed if s not in ptx]
         if missing:
             print(f"{name}: FAILED: the PTX lacks {missing}")
-            failed += 1
+            ok = False
             continue
-        if ptxas is None:
-            print(f"{name}: PTX holds the wgmma instructions; SKIPPED assembling: no ptxas on PATH")
-            continue
-        ok, text = _assemble(ptxas, name, ptx)
-        print(f"{name}: ptxas -arch=sm_90a: {'ok' if ok else 'FAILED'}: {text.strip()[:600]}")
-        failed += not ok
+        ok &= off.assemble(name, ptx)
     ptx, _ = cuda.compile_ptx(make_setmaxnreg_kernel().py_func, (types.int32[::1],), cc=(9, 0, "a"),
                               launch_bounds=(384, 1))
     if "setmaxnreg.dec.sync.aligned.u32 40" not in ptx or "setmaxnreg.inc.sync.aligned.u32 232" not in ptx:
         print("setmaxnreg: FAILED: the PTX lacks the instructions")
-        failed += 1
-    elif ptxas is not None:
-        ok, text = _assemble(ptxas, "setmaxnreg", ptx)
-        print(f"setmaxnreg: ptxas -arch=sm_90a: {'ok' if ok else 'FAILED'}: {text.strip()[:600]}")
-        failed += not ok
+        ok = False
+    else:
+        ok &= off.assemble("setmaxnreg", ptx)
     refusals = {"gemm_tile": lambda: _ptx((8, 0), "f16", 64, 128),
                 "fence_only": lambda: cuda.compile_ptx(_make_fence_only().py_func, (types.int32[::1],), cc=(8, 0)),
                 "setmaxnreg": lambda: cuda.compile_ptx(make_setmaxnreg_kernel().py_func, (types.int32[::1],),
                                                        cc=(8, 0))}
     for name, compile_for_sm80 in refusals.items():
-        try:
-            compile_for_sm80()
-        except Exception as exc:  # noqa: BLE001 - Numba wraps the package's error in its own
-            text = str(exc)
-            line = next((ln for ln in text.splitlines() if "compute capability 9.0" in ln), None)
-            if line is None:
-                print(f"FAILED: sm_80 refused {name} with an unexpected message:\n" + text)
-                failed += 1
-            else:
-                kind = "KernelLabArgumentError" if isinstance(exc, KernelLabArgumentError) or \
-                    KernelLabArgumentError.__name__ in text else type(exc).__name__
-                print(f"{name}: sm_80 refused ({kind}): {line.strip()}")
-        else:
-            print(f"FAILED: {name} compiled for sm_80")
-            failed += 1
-    return 1 if failed else 0
+        ok &= off.refused_below_hopper(name, compile_for_sm80)
+    return 0 if ok else 1
 
 
 def gpu() -> int:
@@ -324,17 +283,9 @@ def gpu() -> int:
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--offline", action="store_true", help="compile for sm_90a and assemble, no GPU needed")
-    p.add_argument("--gpu", action="store_true", help="run the tiles on the GPU")
-    args = p.parse_args()
-    sys.path.insert(0, str(ROOT / "utilities"))
-    if args.offline:
-        if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
-            print("run with NUMBA_ENABLE_CUDASIM=0: the offline compile needs Numba's real CUDA target")
-            return 2
-        return offline()
-    return gpu()
+    import offline_sm90
+
+    return offline_sm90.main(__doc__, offline, gpu, "run the tiles on the GPU")
 
 
 if __name__ == "__main__":

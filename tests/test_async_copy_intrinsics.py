@@ -9,10 +9,7 @@ mistake, caught with a message that names it.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -264,44 +261,15 @@ def test_store_source_overwritten_by_its_own_thread_is_named_at_the_wait():
         _store_probe(True, True)[1, 1](np.zeros(8, np.float32), np.zeros(2, np.float32))
 
 
-_PROBE = """
-from numba import cuda
-def k(a):
-    a[0] = 1
-cuda.compile_ptx(k, "(int32[:],)", cc=(9, 0))
-"""
-
-
-def _offline_python():
-    """A Python with numba-cuda's real target and NVRTC (the venv the brief names, or one given)."""
-    for candidate in (os.environ.get("KERNEL_LAB_NVRTC_PYTHON"), "/tmp/nvenv/bin/python"):
-        if candidate and Path(candidate).exists():
-            probe = subprocess.run([candidate, "-c", _PROBE], capture_output=True, check=False,
-                                   env=dict(os.environ, NUMBA_ENABLE_CUDASIM="0"), timeout=300)
-            if probe.returncode == 0:
-                return candidate
-    return None
-
-
-def test_ptx_assembles_for_sm90a_and_sm80_is_refused():
-    python = _offline_python()
-    if python is None:
-        pytest.skip("no Python with numba-cuda's NVRTC here (set KERNEL_LAB_NVRTC_PYTHON); "
-                    "scripts/hopper_async_copy.py --offline does this check")
-    if shutil.which("ptxas") is None:
-        pytest.skip("no ptxas on PATH to assemble the PTX")
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
-               PYTHONPATH=f"{ROOT / 'utilities'}:{os.environ.get('PYTHONPATH', '')}")
-    run = subprocess.run([python, str(ROOT / "scripts" / "hopper_async_copy.py"), "--offline"], cwd=ROOT,
-                         env=env, capture_output=True, text=True, timeout=600, check=False)
-    assert run.returncode == 0, run.stdout + run.stderr
+def test_ptx_assembles_for_sm90a_and_sm80_is_refused(offline_script):
+    out = offline_script("hopper_async_copy.py")
     for kernel in ("round_trip", "store_round_trip"):
-        assert f"{kernel}: ptxas -arch=sm_90a" in run.stdout, run.stdout
+        assert f"{kernel}: ptxas -arch=sm_90a" in out, out
     for kernel in ("round_trip", "store_round_trip", "store_only"):
-        assert f"{kernel}: sm_80 refused (KernelLabArgumentError)" in run.stdout, run.stdout
-    assert "cp_async_bulk_store needs compute capability 9.0" in run.stdout
+        assert f"{kernel}: sm_80 refused (KernelLabArgumentError)" in out, out
+    assert "cp_async_bulk_store needs compute capability 9.0" in out
     for kernel in ("tile_copy", "rounds_copy", "ring_copy"):  # 08.1's, the package's copies
-        assert f"08.1 {kernel}: ptxas -arch=sm_90a" in run.stdout, run.stdout
+        assert f"08.1 {kernel}: ptxas -arch=sm_90a" in out, out
 
 
 # --- a grid of many blocks: each block has its own barriers, copies, store groups and fenced bytes ---

@@ -9,9 +9,6 @@ with a sentinel that must survive). The swizzle layouts are also held to the PTX
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -220,41 +217,12 @@ def test_host_validation_messages(make, message):
         make(d)
 
 
-_PROBE = """
-from numba import cuda
-def k(a):
-    a[0] = 1
-cuda.compile_ptx(k, "(int32[:],)", cc=(9, 0))
-"""
-
-
-def _offline_python():
-    """A Python with numba-cuda's real target and NVRTC (as in tests/test_async_copy_intrinsics.py)."""
-    for candidate in (os.environ.get("KERNEL_LAB_NVRTC_PYTHON"), "/tmp/nvenv/bin/python"):
-        if candidate and Path(candidate).exists():
-            probe = subprocess.run([candidate, "-c", _PROBE], capture_output=True, check=False,
-                                   env=dict(os.environ, NUMBA_ENABLE_CUDASIM="0"), timeout=300)
-            if probe.returncode == 0:
-                return candidate
-    return None
-
-
-def test_ptx_assembles_for_sm90a_and_sm80_is_refused():
-    python = _offline_python()
-    if python is None:
-        pytest.skip("no Python with numba-cuda's NVRTC here (set KERNEL_LAB_NVRTC_PYTHON); "
-                    "scripts/hopper_tma.py --offline does this check")
-    if shutil.which("ptxas") is None:
-        pytest.skip("no ptxas on PATH to assemble the PTX")
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
-               PYTHONPATH=f"{ROOT / 'utilities'}:{os.environ.get('PYTHONPATH', '')}")
-    run = subprocess.run([python, str(ROOT / "scripts" / "hopper_tma.py"), "--offline"], cwd=ROOT,
-                         env=env, capture_output=True, text=True, timeout=600, check=False)
-    assert run.returncode == 0, run.stdout + run.stderr
+def test_ptx_assembles_for_sm90a_and_sm80_is_refused(offline_script):
+    out = offline_script("hopper_tma.py")
     for kernel in ("tile_copy", "tile_transpose", "tile_copy_f16", "layout_probe"):
-        assert f"{kernel}: ptxas -arch=sm_90a" in run.stdout, run.stdout
-    assert "fence.proxy.tensormap::generic.acquire.sys [%rd" in run.stdout, run.stdout
+        assert f"{kernel}: ptxas -arch=sm_90a" in out, out
+    assert "fence.proxy.tensormap::generic.acquire.sys [%rd" in out, out
     for kernel in ("load_only", "store_only"):
-        assert f"{kernel}: sm_80 refused (KernelLabArgumentError)" in run.stdout, run.stdout
-    assert "cp_async_bulk_tensor_2d_load needs compute capability 9.0" in run.stdout
-    assert "cp_async_bulk_tensor_2d_store needs compute capability 9.0" in run.stdout
+        assert f"{kernel}: sm_80 refused (KernelLabArgumentError)" in out, out
+    assert "cp_async_bulk_tensor_2d_load needs compute capability 9.0" in out
+    assert "cp_async_bulk_tensor_2d_store needs compute capability 9.0" in out

@@ -32,9 +32,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import progress
-from ..check import CheckFailed, finishes_within
-from ..environment import on_simulator
+from ..check import CheckFailed
 from ..hopper_async import tma_tiles as tt
+from .hopper_async import run_async
 
 SMALL_S = 6  # a small case takes well under a second in the simulator; a hang stops after this
 GPU_SIZES_S = 60  # the GPU's box at 256 threads: a second or so
@@ -87,7 +87,6 @@ def _explain(got: np.ndarray, a: np.ndarray, transpose: bool, box: int) -> str:
 
 
 def _run(name, label, launch, maps, rows, cols, sizes, transpose, seconds, hint, seed):
-    from numba import cuda
 
     a = _input(rows, cols, seed)
     _, v_in = tt.device_matrix(rows, cols, SENTINEL, a)
@@ -100,27 +99,7 @@ def _run(name, label, launch, maps, rows, cols, sizes, transpose, seconds, hint,
                           "TensorMap2D, the input's and the output's, each seen in boxes of (box, box) with the "
                           "given swizzle.")
     src_map, dst_map = made
-    if on_simulator():
-        from ..device.async_copy_sim import (
-            MbarrierProtocolError,
-            ReadBeforeWait,
-            check_no_in_flight,
-        )
-
-        try:
-            with finishes_within(where, seconds, hint):
-                launch(src_map, dst_map)
-        except MbarrierProtocolError as exc:
-            raise CheckFailed(f"{where}: {exc}") from None
-        got = d_out.copy_to_host()
-        try:
-            check_no_in_flight(got, "out")
-        except ReadBeforeWait as exc:
-            raise CheckFailed(f"{where}: {exc}") from None
-    else:
-        launch(src_map, dst_map)
-        cuda.synchronize()
-        got = d_out.copy_to_host()
+    got = run_async(where, seconds, hint, lambda: launch(src_map, dst_map), d_out)
     inside = np.ascontiguousarray(got[:out_rows, :out_cols])
     want = a.T if transpose else a
     if not np.array_equal(inside.view(np.uint32), want.view(np.uint32)):
