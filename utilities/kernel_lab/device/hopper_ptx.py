@@ -26,10 +26,20 @@ def target_compute_capability():
     return None if cc is None else (int(cc[0]), int(cc[1]))
 
 
-def require_hopper(name: str) -> None:
+# What an older GPU does instead, by family of intrinsic (the last sentence of the refusal).
+INSTEAD_OF_BULK = ("On older GPUs use cp.async (kernel_lab.mma_ptx.cp_async16_at) with cuda.syncthreads() instead "
+                   "of bulk copies and mbarriers.")
+INSTEAD_OF_TMA = ("On older GPUs the threads copy the tile themselves (16-byte loads, or cp.async: "
+                  "kernel_lab.mma_ptx.cp_async16_at) and cuda.syncthreads() orders it; a tensor map has no "
+                  "equivalent there.")
+INSTEAD_OF_WGMMA = ("wgmma and setmaxnreg exist on Hopper only (sm_90a); on older GPUs use the warp-level "
+                    "mma.sync of kernel_lab.mma_ptx (mma_f16, mma_s8) with ldmatrix.")
+
+
+def require_hopper(name: str, instead: str = INSTEAD_OF_BULK, gpus: str = "Hopper: H100, H200; Blackwell") -> None:
+    """Refuse to compile ``name`` for a GPU older than compute capability 9.0, saying what to use there."""
     cc = target_compute_capability()
     if cc is not None and cc < HOPPER:
         raise KernelLabArgumentError(
-            f"{name} needs compute capability 9.0 or newer (Hopper: H100, H200; Blackwell), but this kernel is "
-            f"compiled for {cc[0]}.{cc[1]}. On older GPUs use cp.async (kernel_lab.mma_ptx.cp_async16_at) with "
-            "cuda.syncthreads() instead of bulk copies and mbarriers.")
+            f"{name} needs compute capability 9.0 or newer ({gpus}), but this kernel is compiled for "
+            f"{cc[0]}.{cc[1]}. {instead}")

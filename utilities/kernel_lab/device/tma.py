@@ -66,7 +66,7 @@ def _gpu():
     from numba.cuda.core.errors import NumbaTypeError
     from numba.cuda.extending import intrinsic
 
-    from .hopper_ptx import require_hopper
+    from .hopper_ptx import INSTEAD_OF_TMA, require_hopper
     from .ptx_args import element_pointer, require_array, shared_u32
 
     i32, i64 = ir.IntType(32), ir.IntType(64)
@@ -94,7 +94,7 @@ def _gpu():
         sig = types.void(dst, dst_index, tmap, x, y, bars, bar_index)
 
         def codegen(context, builder, signature, args):
-            require_hopper("cp_async_bulk_tensor_2d_load")
+            require_hopper("cp_async_bulk_tensor_2d_load", INSTEAD_OF_TMA)
             t = signature.args
             d = shared_u32(builder, element_pointer(context, builder, t[0], args[0], t[1], args[1]))
             m = map_address(context, builder, t[2], args[2])
@@ -115,7 +115,7 @@ def _gpu():
         sig = types.void(tmap, x, y, src, src_index)
 
         def codegen(context, builder, signature, args):
-            require_hopper("cp_async_bulk_tensor_2d_store")
+            require_hopper("cp_async_bulk_tensor_2d_store", INSTEAD_OF_TMA)
             t = signature.args
             m = map_address(context, builder, t[0], args[0])
             cx, cy = coord(context, builder, args[1], t[1]), coord(context, builder, args[2], t[2])
@@ -131,7 +131,7 @@ def _gpu():
         require_array(tmap, "fence_proxy_tensormap_acquire (tensor map: pass the TensorMap2D)", itemsize=8)
 
         def codegen(context, builder, signature, args):
-            require_hopper("fence_proxy_tensormap_acquire")
+            require_hopper("fence_proxy_tensormap_acquire", INSTEAD_OF_TMA)
             m = map_address(context, builder, signature.args[0], args[0])
             builder.asm(ir.FunctionType(ir.VoidType(), [i64]), FENCE_PROXY_TENSORMAP_ACQUIRE, "l,~{memory}", [m],
                         side_effect=True)

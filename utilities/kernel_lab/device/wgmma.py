@@ -148,17 +148,11 @@ def _gpu():
     from numba.cuda.core.errors import NumbaTypeError
     from numba.cuda.extending import intrinsic
 
-    from ..validate import KernelLabArgumentError
-    from .hopper_ptx import HOPPER, target_compute_capability
+    from . import hopper_ptx
     from .ptx_args import element_pointer, require_array, shared_u32
 
     def require_hopper(name):
-        cc = target_compute_capability()
-        if cc is not None and cc < HOPPER:
-            raise KernelLabArgumentError(
-                f"{name} needs compute capability 9.0 or newer (Hopper: H100, H200), but this kernel is compiled "
-                f"for {cc[0]}.{cc[1]}. wgmma and setmaxnreg exist on Hopper only (sm_90a); on older GPUs use the "
-                "warp-level mma.sync of kernel_lab.mma_ptx (mma_f16, mma_s8) with ldmatrix.")
+        hopper_ptx.require_hopper(name, hopper_ptx.INSTEAD_OF_WGMMA, gpus="Hopper: H100, H200")
 
     i32, i64, f32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
     void = ir.FunctionType(ir.VoidType(), [])
