@@ -54,6 +54,29 @@ def notebook_requirements(path: Path) -> list[str]:
 SANITIZE = Path(__file__).resolve().parent / "tests" / "nbval_sanitize.cfg"
 
 
+@pytest.fixture
+def edit_kernel():
+    """``edit_kernel(kernel, old, new)``: a package kernel with ``old`` (found exactly once in its source)
+    replaced by ``new``, compiled with its own module's globals: the wrong kernels a check must name
+    (tests/test_checks_hopper_*.py)."""
+    import inspect
+    import sys
+    import textwrap
+
+    from numba import cuda
+
+    def edit(kernel, old: str, new: str):
+        fn = kernel.py_func if hasattr(kernel, "py_func") else kernel.fn
+        source = textwrap.dedent(inspect.getsource(fn))
+        assert source.count(old) == 1, f"{old!r} occurs {source.count(old)} times"
+        source = source.replace(old, new).replace("@cuda.jit\n", "", 1)
+        namespace = dict(vars(sys.modules[fn.__module__]))
+        exec(compile(source, f"<edited {old!r}>", "exec"), namespace)  # noqa: S102
+        return cuda.jit(namespace[source.split("def ", 1)[1].split("(", 1)[0]])
+
+    return edit
+
+
 # --- the Hopper scripts' offline compile (tests/test_{async_copy,tma,wgmma}_intrinsics.py) ---------
 _NVRTC_PROBE = """
 from numba import cuda

@@ -4,14 +4,9 @@ copies with one edit, as the mutants of tests/test_mutation_checks.py are the no
 
 from __future__ import annotations
 
-import inspect
-import textwrap
-
-import numpy as np  # noqa: F401  (the edited kernels' globals)
-import pytest
-
 import kernel_lab as kl
 import kernel_lab.simulator as ksim
+import pytest
 from kernel_lab.check import CheckFailed
 from kernel_lab.checks import hopper_async as checks
 from kernel_lab.hopper_async import bulk_copies as bc
@@ -26,18 +21,6 @@ def _bounded(monkeypatch):
     monkeypatch.setattr(checks, "SMALL_S", HANG_S)
     with ksim.time_limit(120):  # nothing here may spin for ever
         yield
-
-
-def edited(kernel, old: str, new: str):
-    """The package's kernel with ``old`` (found once) replaced by ``new``, compiled with its module's globals."""
-    from numba import cuda
-
-    source = textwrap.dedent(inspect.getsource(kernel.py_func if hasattr(kernel, "py_func") else kernel.fn))
-    assert source.count(old) == 1, f"{old!r} occurs {source.count(old)} times"
-    source = source.replace(old, new).replace("@cuda.jit\n", "", 1)
-    namespace = dict(vars(bc))
-    exec(compile(source, f"<edited {old!r}>", "exec"), namespace)  # noqa: S102
-    return cuda.jit(namespace[source.split("def ", 1)[1].split("(", 1)[0]])
 
 
 @pytest.mark.parametrize("check, kernel", [(checks.check_tile_copy, bc.tile_copy),
@@ -65,9 +48,9 @@ TILE_MISTAKES = [
 
 
 @pytest.mark.parametrize("old, new, message", TILE_MISTAKES, ids=[m[1] for m in TILE_MISTAKES])
-def test_tile_copy_mistakes_are_named(old, new, message):
+def test_tile_copy_mistakes_are_named(old, new, message, edit_kernel):
     with pytest.raises(CheckFailed, match=message):
-        checks.check_tile_copy(edited(bc.tile_copy, old, new))
+        checks.check_tile_copy(edit_kernel(bc.tile_copy, old, new))
 
 
 ROUNDS_MISTAKES = [
@@ -80,9 +63,9 @@ ROUNDS_MISTAKES = [
 
 
 @pytest.mark.parametrize("old, new, message", ROUNDS_MISTAKES, ids=[m[1] for m in ROUNDS_MISTAKES])
-def test_rounds_copy_mistakes_are_named(old, new, message):
+def test_rounds_copy_mistakes_are_named(old, new, message, edit_kernel):
     with pytest.raises(CheckFailed, match=message):
-        checks.check_rounds_copy(edited(bc.rounds_copy, old, new))
+        checks.check_rounds_copy(edit_kernel(bc.rounds_copy, old, new))
 
 
 RING_MISTAKES = [
@@ -97,6 +80,6 @@ RING_MISTAKES = [
 
 
 @pytest.mark.parametrize("old, new, message", RING_MISTAKES, ids=[m[1] for m in RING_MISTAKES])
-def test_ring_copy_mistakes_are_named(old, new, message):
+def test_ring_copy_mistakes_are_named(old, new, message, edit_kernel):
     with pytest.raises(CheckFailed, match=message):
-        checks.check_ring_copy(edited(bc.ring_copy, old, new))
+        checks.check_ring_copy(edit_kernel(bc.ring_copy, old, new))

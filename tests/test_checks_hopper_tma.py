@@ -4,12 +4,8 @@ package's copies with one edit, as the mutants of tests/test_mutation_checks.py 
 
 from __future__ import annotations
 
-import inspect
-import textwrap
-
 import kernel_lab as kl
 import kernel_lab.simulator as ksim
-import numpy as np  # noqa: F401  (the edited kernels' globals)
 import pytest
 from kernel_lab.check import CheckFailed
 from kernel_lab.checks import hopper_tma as checks
@@ -25,18 +21,6 @@ def _bounded(monkeypatch):
     monkeypatch.setattr(checks, "SMALL_S", HANG_S)
     with ksim.time_limit(120):  # nothing here may spin for ever
         yield
-
-
-def edited(kernel, old: str, new: str):
-    """The package's kernel with ``old`` (found once) replaced by ``new``, compiled with its module's globals."""
-    from numba import cuda
-
-    source = textwrap.dedent(inspect.getsource(kernel.py_func if hasattr(kernel, "py_func") else kernel.fn))
-    assert source.count(old) == 1, f"{old!r} occurs {source.count(old)} times"
-    source = source.replace(old, new).replace("@cuda.jit\n", "", 1)
-    namespace = dict(vars(tt))
-    exec(compile(source, f"<edited {old!r}>", "exec"), namespace)  # noqa: S102
-    return cuda.jit(namespace[source.split("def ", 1)[1].split("(", 1)[0]])
 
 
 @pytest.mark.parametrize("check, kernel", [(checks.check_tma_copy, tt.tma_copy),
@@ -67,9 +51,9 @@ COPY_MISTAKES = [
 
 
 @pytest.mark.parametrize("old, new, message", COPY_MISTAKES, ids=[m[1] for m in COPY_MISTAKES])
-def test_copy_mistakes_are_named(old, new, message):
+def test_copy_mistakes_are_named(old, new, message, edit_kernel):
     with pytest.raises(CheckFailed, match=message):
-        checks.check_tma_copy(edited(tt.tma_copy, old, new))
+        checks.check_tma_copy(edit_kernel(tt.tma_copy, old, new))
 
 
 TRANSPOSE_MISTAKES = [
@@ -84,9 +68,9 @@ TRANSPOSE_MISTAKES = [
 
 
 @pytest.mark.parametrize("old, new, message", TRANSPOSE_MISTAKES, ids=[m[1] for m in TRANSPOSE_MISTAKES])
-def test_transpose_mistakes_are_named(old, new, message):
+def test_transpose_mistakes_are_named(old, new, message, edit_kernel):
     with pytest.raises(CheckFailed, match=message):
-        checks.check_tma_transpose(edited(tt.tma_transpose, old, new))
+        checks.check_tma_transpose(edit_kernel(tt.tma_transpose, old, new))
 
 
 RING_MISTAKES = [
@@ -100,6 +84,6 @@ RING_MISTAKES = [
 
 
 @pytest.mark.parametrize("old, new, message", RING_MISTAKES, ids=[m[1] for m in RING_MISTAKES])
-def test_ring_mistakes_are_named(old, new, message):
+def test_ring_mistakes_are_named(old, new, message, edit_kernel):
     with pytest.raises(CheckFailed, match=message):
-        checks.check_tma_transpose_ring(edited(tt.tma_transpose_ring, old, new))
+        checks.check_tma_transpose_ring(edit_kernel(tt.tma_transpose_ring, old, new))
