@@ -247,13 +247,74 @@ def _store_probe(overwrite_before_wait, wait):
     return probe
 
 
-def test_store_lands_at_the_wait_or_at_the_launch_end():
+def test_store_lands_at_the_wait():
     out, seen = np.zeros(8, np.float32), np.zeros(2, np.float32)
-    _store_probe(False, True)[1, 1](out, seen)
+    with finishes_within("store probe", HANG_LIMIT_S):
+        _store_probe(False, True)[1, 1](out, seen)
     assert seen.tolist() == [0, 1] and out.tolist() == list(range(1, 9))
-    out, seen = np.zeros(8, np.float32), np.zeros(2, np.float32)
-    _store_probe(True, False)[1, 1](out, seen)  # never waited: lands at the end, with what the tile holds then
-    assert seen[0] == 0 and out[0] == -1, "the overwritten source reaches global memory (corrupted output)"
+
+
+def test_a_thread_that_exits_before_its_store_wait_is_named():
+    """Never waited: the block's shared memory is released at its exit while the copy engine may still
+    read it. Named at the thread's exit, with the store's line (before: it landed silently at the end)."""
+    with (pytest.raises(async_copy_sim.MbarrierProtocolError) as info,
+          finishes_within("store probe", HANG_LIMIT_S)):
+        _store_probe(False, False)[1, 1](np.zeros(8, np.float32), np.zeros(2, np.float32))
+    text = str(info.value)
+    assert "thread (0, 0, 0) of block (0, 0, 0) exits with a bulk store" in text, text
+    assert "cp_async_bulk_store(out, 0, tile, 0, 32), committed, but no cp_async_bulk_wait_group_read" in text, text
+    assert "cp_async_bulk_wait_group_read(0) before it exits" in text, text
+
+
+def test_a_thread_that_exits_with_an_uncommitted_store_is_named():
+    from kernel_lab.device.bulk_copy import cp_async_bulk_store, fence_proxy_async_shared
+
+    @cuda.jit
+    def store_no_commit(out):
+        tile = cuda.shared.array(8, np.float32)
+        tid = cuda.threadIdx.x
+        if tid < 8:
+            tile[tid] = tid
+        fence_proxy_async_shared()
+        cuda.syncthreads()
+        if tid == 1:
+            cp_async_bulk_store(out, 0, tile, 0, 32)
+
+    with (pytest.raises(async_copy_sim.MbarrierProtocolError, match=r"thread \(1, 0, 0\) of block \(0, 0, 0\) "
+                        r"exits with a bulk store.*never committed"),
+          finishes_within("store probe", HANG_LIMIT_S)):
+        store_no_commit[1, 32](np.zeros(8, np.float32))
+
+
+def test_a_store_from_a_tile_still_being_loaded_is_named():
+    """The load's barrier not waited on: the store's source is bytes in flight."""
+    from kernel_lab.device.bulk_copy import (
+        cp_async_bulk,
+        cp_async_bulk_commit_group,
+        cp_async_bulk_store,
+        cp_async_bulk_wait_group_read,
+    )
+    from kernel_lab.device.mbarrier import fence_mbarrier_init
+
+    @cuda.jit
+    def copy_no_wait(src, out):
+        tile = cuda.shared.array(16, np.float32)
+        bars = cuda.shared.array(1, np.uint64)
+        mbarrier_init(bars, 0, 1)
+        fence_mbarrier_init()
+        mbarrier_arrive_expect_tx(bars, 0, 64)
+        cp_async_bulk(tile, 0, src, 0, 64, bars, 0)
+        cp_async_bulk_store(out, 0, tile, 0, 64)
+        cp_async_bulk_commit_group()
+        cp_async_bulk_wait_group_read(0)
+
+    with (pytest.raises(async_copy_sim.MbarrierProtocolError) as info,
+          finishes_within("copy without wait", HANG_LIMIT_S)):
+        copy_no_wait[1, 1](np.ones(16, np.float32), np.zeros(16, np.float32))
+    text = str(info.value)
+    assert "its source tile is the destination of a bulk copy of 64 bytes issued at" in text, text
+    assert "has not landed yet (64 of its bytes still in flight)" in text, text
+    assert "Wait on the load's barrier (bars[0]" in text and "visible to the copy engine" not in text, text
 
 
 def test_store_source_overwritten_by_its_own_thread_is_named_at_the_wait():
@@ -319,13 +380,18 @@ def test_a_grid_of_blocks_reuses_barriers_at_the_same_addresses(order):
     np.testing.assert_array_equal(out, src)
 
 
-def test_a_blocks_bulk_stores_land_at_its_own_end():
-    """Stores no wait covered land when their block ends: in order, block b sees block b - 1's
-    output, and at the launch's end every block's is there."""
-    from kernel_lab.device.bulk_copy import cp_async_bulk_commit_group, cp_async_bulk_store, fence_proxy_async_shared
+def test_a_blocks_bulk_stores_land_before_its_end_or_are_named():
+    """Stores land at their wait, before their block ends: in order, block b sees block b - 1's output.
+    Without the wait, block 0's thread 0 exits with its store pending, and that is named."""
+    from kernel_lab.device.bulk_copy import (
+        cp_async_bulk_commit_group,
+        cp_async_bulk_store,
+        cp_async_bulk_wait_group_read,
+        fence_proxy_async_shared,
+    )
 
     @cuda.jit
-    def store_no_wait(out, seen):
+    def store_then_wait(out, seen, wait):
         tile = cuda.shared.array(8, np.float32)
         b = cuda.blockIdx.x
         tid = cuda.threadIdx.x
@@ -337,18 +403,28 @@ def test_a_blocks_bulk_stores_land_at_its_own_end():
             seen[b] = out[8 * (b - 1)] if b > 0 else -1.0  # block b - 1 has ended
             cp_async_bulk_store(out, 8 * b, tile, 0, 32)
             cp_async_bulk_commit_group()
+            if wait:
+                cp_async_bulk_wait_group_read(0)
 
     out, seen = np.zeros(32, np.float32), np.zeros(4, np.float32)
     with finishes_within("stores", GRID_LIMIT_S):
-        store_no_wait[4, 32](out, seen)
+        store_then_wait[4, 32](out, seen, True)
     assert seen.tolist() == [-1, 0, 10, 20]
     np.testing.assert_array_equal(out, (10 * np.arange(4)[:, None] + np.arange(8)).reshape(-1))
+    with (pytest.raises(async_copy_sim.MbarrierProtocolError, match=r"block \(0, 0, 0\) exits with a bulk store"),
+          finishes_within("stores", GRID_LIMIT_S)):
+        store_then_wait[4, 32](out, seen, False)
 
 
 def test_a_block_starts_from_fresh_state():
     """Block 0 initialises its barrier and fences its tile; block 1 (whose shared arrays may sit where
     block 0's were) skips both: each omission is named in block 1, not covered by block 0's."""
-    from kernel_lab.device.bulk_copy import cp_async_bulk_store, fence_proxy_async_shared
+    from kernel_lab.device.bulk_copy import (
+        cp_async_bulk_commit_group,
+        cp_async_bulk_store,
+        cp_async_bulk_wait_group_read,
+        fence_proxy_async_shared,
+    )
 
     @cuda.jit
     def only_block0_fences(out):
@@ -361,6 +437,8 @@ def test_a_block_starts_from_fresh_state():
         cuda.syncthreads()
         if tid == 0:
             cp_async_bulk_store(out, 8 * cuda.blockIdx.x, tile, 0, 32)
+            cp_async_bulk_commit_group()
+            cp_async_bulk_wait_group_read(0)
 
     @cuda.jit
     def only_block0_inits(seen):

@@ -42,7 +42,7 @@ COPY_MISTAKES = [
      "announced fewer bytes than its tensor copies deliver"),
     ("mbarrier_arrive_expect_tx(bars, 0, BOX * BOX * 4)", "mbarrier_arrive_expect_tx(bars, 0, TILE_ELEMS * 4)",
      "not the tile's size in shared memory"),
-    ("        mbarrier_wait_parity(bars, 0, 0)  #", "        pass  #", "in-flight|not made visible"),
+    ("        mbarrier_wait_parity(bars, 0, 0)  #", "        pass  #", "has not landed yet"),
     ("cp_async_bulk_tensor_2d_load(smem, t0, src_map, x, y, bars, 0)",
      "cp_async_bulk_tensor_2d_load(smem, t0, src_map, y, x, bars, 0)", "Another box|never written"),
     ("cp_async_bulk_tensor_2d_load(smem, t0, src_map,", "cp_async_bulk_tensor_2d_load(smem, t0 + 4, src_map,",

@@ -164,6 +164,76 @@ def test_reading_before_the_wait_sees_bytes_in_flight():
         async_copy_sim.check_no_in_flight(out[:37, :45], "tiles")
 
 
+def _copy_kernel(wait_load, wait_store):
+    """08.2's tma_copy with the load's wait or the store's wait left out."""
+    from kernel_lab.device.bulk_copy import cp_async_bulk_commit_group, cp_async_bulk_wait_group_read
+    from kernel_lab.device.mbarrier import (
+        fence_mbarrier_init,
+        mbarrier_arrive_expect_tx,
+        mbarrier_init,
+        mbarrier_wait_parity,
+    )
+    from kernel_lab.device.tma import (
+        cp_async_bulk_tensor_2d_load,
+        cp_async_bulk_tensor_2d_store,
+        fence_proxy_tensormap_acquire,
+        tile_start,
+    )
+
+    @cuda.jit
+    def copy(src_map, dst_map, box_bytes):
+        smem = cuda.shared.array(0, np.float32)
+        bars = cuda.shared.array(1, np.uint64)
+        t0 = tile_start(smem, 1024)
+        if cuda.threadIdx.x == 0:
+            fence_proxy_tensormap_acquire(src_map)
+            fence_proxy_tensormap_acquire(dst_map)
+            mbarrier_init(bars, 0, 1)
+            fence_mbarrier_init()
+            mbarrier_arrive_expect_tx(bars, 0, box_bytes)
+            cp_async_bulk_tensor_2d_load(smem, t0, src_map, 0, 0, bars, 0)
+            if wait_load:
+                mbarrier_wait_parity(bars, 0, 0)
+            cp_async_bulk_tensor_2d_store(dst_map, 0, 0, smem, t0)
+            cp_async_bulk_commit_group()
+            if wait_store:
+                cp_async_bulk_wait_group_read(0)
+
+    return copy
+
+
+def _run_copy(wait_load, wait_store):
+    a = ht.test_input(8, 8, np.float32)
+    d_in, d_out = cuda.to_device(a), cuda.to_device(np.zeros_like(a))
+    src, dst = TensorMap2D(d_in, (8, 8), 128), TensorMap2D(d_out, (8, 8), 128)
+    _copy_kernel(wait_load, wait_store)[1, 32, 0, 1024 + src.smem_bytes](src, dst, src.box_bytes)
+    return a, d_out.copy_to_host()
+
+
+def test_store_of_a_box_still_in_flight_says_it_has_not_landed():
+    """The "no wait" mistake: the store's tile is the load's, whose barrier nobody waited on."""
+    with pytest.raises(async_copy_sim.MbarrierProtocolError) as info, finishes_within("tma", HANG_LIMIT_S):
+        _run_copy(False, True)
+    text = str(info.value)
+    assert "cp_async_bulk_tensor_2d_store: its source smem is the destination of the tensor load of the 8 x 8 " \
+           "float32 box at x=0, y=0" in text, text
+    assert "has not landed yet (256 of its bytes still in flight)" in text, text
+    assert "Wait on the load's barrier (bars[0]" in text and "were not made visible" not in text, text
+
+
+def test_tensor_store_not_waited_for_is_named_at_the_exit():
+    with finishes_within("tma", HANG_LIMIT_S):
+        a, out = _run_copy(True, True)
+    np.testing.assert_array_equal(out, a)
+    with pytest.raises(async_copy_sim.MbarrierProtocolError) as info, finishes_within("tma", HANG_LIMIT_S):
+        _run_copy(True, False)
+    text = str(info.value)
+    assert "thread (0, 0, 0) of block (0, 0, 0) exits with a bulk store" in text, text
+    assert "the tensor store of smem to the 8 x 8 float32 box at x=0, y=0" in text, text
+    assert "cp_async_bulk_tensor_2d_store(dst_map, 0, 0, smem, t0), committed, but no " \
+           "cp_async_bulk_wait_group_read waited for its group" in text, text
+
+
 def test_map_of_another_element_type_is_named():
     a = ht.test_input(37, 45, np.float16)
     with (pytest.raises(async_copy_sim.MbarrierProtocolError, match="describes float16 elements, but the shared tile"),

@@ -43,13 +43,17 @@ way the hardware misbehaves, so that a wrong protocol shows here as it would on 
 * **A bulk store** (``cp_async_bulk_store``, shared -> global) belongs to the issuing thread's
   current *bulk async-group*; ``cp_async_bulk_commit_group()`` closes the group and
   ``cp_async_bulk_wait_group_read(n)`` waits until at most the ``n`` newest of the thread's committed
-  groups are still pending. A store reads its shared source and writes global memory only then (or,
-  for stores no wait covered, when the last thread of their block exits: the block's end), so global
-  memory holds none of its bytes before. Its source must not change meanwhile: a thread that writes
-  the source of a store still pending, found at its next ``fence_proxy_async_shared()`` or bulk store
-  (or by the wait, when the issuing thread wrote it), stops the kernel with
-  :class:`MbarrierProtocolError` naming the missing wait or commit; at the block's end the late
-  stores copy what the source holds then (corrupted output, as on a GPU).
+  groups are still pending. A store reads its shared source and writes global memory only then, so
+  global memory holds none of its bytes before. Its source must not change meanwhile: a thread that
+  writes the source of a store still pending, found at its next ``fence_proxy_async_shared()`` or bulk
+  store (or by the wait, when the issuing thread wrote it), stops the kernel with
+  :class:`MbarrierProtocolError` naming the missing wait or commit. A thread that exits with stores no
+  wait covered (uncommitted, or in a group no ``cp_async_bulk_wait_group_read`` waited for) stops the
+  kernel there, naming the thread and each store's line: nobody can wait for them any more, and on a
+  GPU the block's shared memory is released when the block exits while the copy engine may still be
+  reading it (the next block on the SM may already be writing it).
+* **A store from a tile still being loaded** (a bulk or tensor load into the store's source whose
+  bytes have not all landed: its barrier was not waited on) is refused, naming the load.
 * **The proxy fence before a store**: the threads' own writes to shared memory (the generic proxy)
   reach the copy engine only through ``fence_proxy_async_shared()``. The model keeps, per shared
   array, its bytes as the copy engine may see them (taken at each such fence, and where a bulk copy
@@ -103,6 +107,14 @@ class _Copy:
         self.done = 0
         self.held_phase = None  # set when the barrier completed a phase before the copy ended
         self.piece = max(16, -(-len(dst) // 64) * 16)  # a quarter, rounded up to 16 bytes
+
+    def pending_addresses(self):
+        """Host addresses of the destination's bytes that have not landed yet."""
+        start = self.dst.__array_interface__["data"][0]
+        return np.arange(start + self.done, start + len(self.dst))
+
+    def describe(self):
+        return f"a bulk copy of {len(self.dst)} bytes"
 
 
 class _BlockState:
@@ -174,9 +186,9 @@ def _current_state(runner):
 
 def _install_block_hooks():
     """Two hooks on the simulator's block runner, for every block (they do nothing in a block that
-    calls no intrinsic): bulk stores that no wait covered land when the block's last thread exits
-    (its end; on a GPU such a store may still be on its way then, and the next kernel sees it), and
-    a launch that ran out of time reports the barriers its threads waited on."""
+    calls no intrinsic): a thread that exits with bulk stores no wait covered stops the launch
+    (:func:`_unwaited_stores_message`), and a launch that ran out of time reports the barriers its
+    threads waited on."""
     from ..simulator.scheduler import BlockRunner
 
     if getattr(BlockRunner, "_kernel_lab_async_hooks", False):
@@ -184,13 +196,13 @@ def _install_block_hooks():
     exited, describe = BlockRunner.thread_exited, BlockRunner._describe_unfinished
 
     def thread_exited(runner, thread):
-        with _lock:  # held across the runner's own bookkeeping, so that exactly one thread is the last
+        with _lock:  # held across the runner's own bookkeeping
             state = _current_state(runner)
-            if state is not None and runner.alive == 1 and runner.error is None:
-                for store in list(_pending_stores(state)):
-                    store.land()
-                state.uncommitted.clear()
-                state.groups.clear()
+            if state is not None:
+                mine = state.uncommitted.pop(thread.thread_id, [])
+                mine += [store for group in state.groups.pop(thread.thread_id, []) for store in group]
+                if mine and runner.error is None and not runner.aborted:
+                    runner.thread_failed(thread, MbarrierProtocolError(_unwaited_stores_message(thread, mine)))
             exited(runner, thread)
 
     def describe_unfinished(runner):
@@ -470,6 +482,9 @@ class _Store:
         self.issued = src.copy()  # the source as it was when the store was issued
         self.committed = False
 
+    def describe(self):
+        return f"the bulk store of {self.source_name} ({self.src.size} bytes)"
+
     def overwritten(self):
         return not np.array_equal(self.src, self.issued)
 
@@ -483,6 +498,42 @@ def _pending_stores(state):
     for groups in state.groups.values():
         for group in groups:
             yield from group
+
+
+def _unwaited_stores_message(thread, stores):
+    """What a thread that exits with bulk stores no wait covered is told."""
+    lines = []
+    for store in stores[:3]:
+        state = ("committed, but no cp_async_bulk_wait_group_read waited for its group" if store.committed
+                 else "never committed (cp_async_bulk_commit_group)")
+        lines.append(f"{store.describe()} issued at {store.site}, {state}")
+    more = f"; and {len(stores) - 3} more" if len(stores) > 3 else ""
+    which = "a bulk store" if len(stores) == 1 else f"{len(stores)} bulk stores"
+    return (f"thread {tuple(thread.threadIdx)} of block {tuple(thread.blockIdx)} exits with {which} whose shared "
+            f"source the copy engine may not have read yet: {'; '.join(lines)}{more}. When the block exits, its "
+            "shared memory is released (the next block on the SM may take it) while the copy engine may still "
+            "be reading the tile, and no thread can wait for the store any more: the thread that issued it "
+            "calls cp_async_bulk_commit_group() and then cp_async_bulk_wait_group_read(0) before it exits.")
+
+
+def _loading_into(state, addresses):
+    """(the first load in flight whose bytes not yet landed include one of ``addresses`` (host
+    addresses of shared memory), how many of its bytes have not landed), or (None, 0)."""
+    for copy in state.copies:
+        pending = copy.pending_addresses()
+        if pending.size and np.isin(addresses, pending).any():
+            return copy, int(pending.size)
+    return None, 0
+
+
+def _check_not_loading(thread, state, addresses, source_name, what):
+    """A store whose source a load is still filling: the load's barrier was not waited on."""
+    copy, left = _loading_into(state, addresses)
+    if copy is not None:
+        _fail(thread, f"{what}: its source {source_name} is the destination of {copy.describe()} issued at "
+                      f"{copy.site}, which has not landed yet ({left} of its bytes still in flight): the "
+                      f"store would read them in flight. Wait on the load's barrier ({copy.barrier.name}, "
+                      "mbarrier_wait_parity on the phase the load completes) before the store.")
 
 
 def _overwritten_message(store):
@@ -524,8 +575,9 @@ def cp_async_bulk_store(dst, dst_index, src, src_index, nbytes):
             if part.__array_interface__["data"][0] % 16:
                 _fail(thread, f"{what}: the {which} address must be 16-byte aligned (element {index} is not)")
         key = _host_range(base)[0]
-        seen, known = state.visible.get(key, (None, None))
         at = _host_range(s_bytes)[0] - key
+        _check_not_loading(thread, state, key + at + np.arange(nbytes), source_name, what)
+        seen, known = state.visible.get(key, (None, None))
         if seen is None or not known[at:at + nbytes].all() or not np.array_equal(seen[at:at + nbytes], s_bytes):
             _fail(thread, f"{what}: the threads' writes to {source_name} (the generic proxy) were not made "
                           "visible to the copy engine (the async proxy) that reads it: every thread that "

@@ -11,9 +11,9 @@ what a tensor map changes:
   the copy is issued, each poll of a barrier lands a quarter of them and takes them off the tx-count.
   Bytes of the tile that the box does not cover (a row's padding up to the swizzle span) are left alone.
 * **The store** belongs to the issuing thread's bulk async-group and lands at the
-  ``cp_async_bulk_wait_group_read`` that covers it (or at the launch's end): the part of the box
-  inside the array is written, the rest is dropped. Its source is checked as a bulk store's is (the
-  proxy fence before it, no write before the wait).
+  ``cp_async_bulk_wait_group_read`` that covers it: the part of the box inside the array is written,
+  the rest is dropped. Its source is checked as a bulk store's is (not a tile whose load is still in
+  flight, the proxy fence before it, no write before the wait, no exit before the wait).
 * **Named mistakes** (:class:`MbarrierProtocolError`, with the thread and the kernel line): a tensor
   map not acquired by the block (``fence_proxy_tensormap_acquire``); a box past the shared tile (the
   tile too small for ``tmap.smem_bytes`` from the given element); a tile not 128-byte aligned (the
@@ -38,6 +38,7 @@ from .async_copy_sim import (
     IN_FLIGHT_BYTE,
     MbarrierProtocolError,
     _barrier,
+    _check_not_loading,
     _check_store_sources,
     _Copy,
     _fail,
@@ -133,6 +134,12 @@ class _TensorCopy(_Copy):
         super().__init__(dst, src, barrier, site)
         self.description, self.box_bytes = description, box_bytes
 
+    def pending_addresses(self):
+        return self.dst.raw.__array_interface__["data"][0] + self.dst.index[self.done:]
+
+    def describe(self):
+        return f"the tensor load of {self.description}"
+
     @property
     def held_phase(self):
         return self._held
@@ -155,6 +162,9 @@ class _TensorStore(_Store):
     def __init__(self, tmap, x, y, tile, rel, thread, site, source_name):
         super().__init__(None, tile, thread, site, source_name)
         self.tmap, self.x, self.y, self.rel = tmap, x, y, rel
+
+    def describe(self):
+        return f"the tensor store of {self.source_name} to {_describe(self.tmap, self.x, self.y)}"
 
     def land(self):
         values = np.ascontiguousarray(self.src[self.rel]).view(self.tmap.dtype).reshape(self.tmap.box)
@@ -282,8 +292,9 @@ def cp_async_bulk_tensor_2d_store(tmap, x, y, src, src_index):
         source_name, base_raw, at, address, tile = _tile(thread, runner, src, src_index, tmap, what, "source")
         rel = _byte_offsets(tmap, address).reshape(-1)
         key = _host_range(base_raw)[0]
-        seen, known = state.visible.get(key, (None, None))
         where = at + rel
+        _check_not_loading(thread, state, key + where, source_name, what)
+        seen, known = state.visible.get(key, (None, None))
         if seen is None or not known[where].all() or not np.array_equal(seen[where], base_raw[where]):
             _fail(thread, f"{what}: the threads' writes to {source_name} (the generic proxy) were not made "
                           "visible to the copy engine (the async proxy) that reads it: every thread that "
