@@ -22,8 +22,12 @@ kernel_lab.device.tensor_map.box_offsets (each row padded to the swizzle span), 
 
 Question it answers: do the tensor-copy intrinsics assemble, and do they run as the simulator's model
 says (layout of each swizzle mode, edges, the map in global memory behind its fence)?
+``--offline`` also compiles and assembles 08.2's three kernels (kernel_lab.hopper_async.tma_tiles: tma_copy,
+tma_transpose, tma_transpose_ring) at the GPU's sizes (32 x 32 float32 boxes, 128-byte swizzle, 4 stages);
+``--gpu`` also runs them through their checks (kernel_lab.checks.hopper_tma).
 Result (offline, CUDA 13.0 ptxas, no GPU): the copy, transpose (float32, float16) and probe kernels assemble
 for sm_90a (40 registers for the tile kernels, 31 for the probe); sm_80 is refused by each tensor intrinsic.
+08.2's tma_copy, tma_transpose and tma_transpose_ring assemble with 4, 31 and 40 registers (ptxas -v).
 The GPU run is still to be done.
 """
 
@@ -313,6 +317,7 @@ def offline() -> int:
         for ln in lines:
             print(f"    {ln}")
         ok &= off.assemble(name, ptx)
+    ok &= _offline_notebook_kernels(off)
     probe_sig = kernels["layout_probe"][1]
     kernels["load_only"] = (lambda: _make_tensor_only("load"), probe_sig)
     kernels["store_only"] = (lambda: _make_tensor_only("store"), probe_sig)
@@ -322,8 +327,49 @@ def offline() -> int:
     return 0 if ok else 1
 
 
-def gpu() -> int:
+def _offline_notebook_kernels(off) -> bool:
+    """08.2's three kernels (the package's copies, kernel_lab.hopper_async.tma_tiles) at the GPU's sizes
+    (tma_tiles.GPU): PTX for sm_90a with the tensor load and store, assembled by ptxas."""
+    from kernel_lab.hopper_async import tma_tiles as tt
+    from numba import types
+
+    tmap_t = types.Array(types.uint64, 1, "C")
+    sizes = {k: v for k, v in tt.GPU.items() if k != "THREADS"}
+    needed = ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+              "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group", "cp.async.bulk.wait_group.read 0")
+    ok = True
+    for kernel, sig in ((tt.tma_copy, (tmap_t, tmap_t)), (tt.tma_transpose, (tmap_t, tmap_t)),
+                        (tt.tma_transpose_ring, (tmap_t, tmap_t, types.int64, types.int64))):
+        name = kernel.py_func.__name__
+        ptx, _ = cuda.compile_ptx(tt.with_constants(kernel, **sizes).py_func, sig, cc=(9, 0, "a"))
+        missing = [n for n in needed if n not in ptx]
+        if missing:
+            print(f"08.2 {name}: FAILED: the PTX lacks {missing}")
+            ok = False
+            continue
+        ok &= off.assemble(name, ptx, prefix="08.2 ")
+    return ok
+
+
+def _gpu_notebook_kernels() -> int:
+    """08.2's three kernels through their checks (checks.hopper_tma; on a GPU, at the GPU's sizes)."""
+    from kernel_lab.check import CheckFailed
+    from kernel_lab.checks import hopper_tma as checks
+    from kernel_lab.hopper_async import tma_tiles as tt
+
     failed = 0
+    for check, kernel in ((checks.check_tma_copy, tt.tma_copy), (checks.check_tma_transpose, tt.tma_transpose),
+                          (checks.check_tma_transpose_ring, tt.tma_transpose_ring)):
+        try:
+            check(kernel)  # prints "<name>: correct for all ... cases"
+        except CheckFailed as exc:
+            failed += 1
+            print(f"08.2 {kernel.py_func.__name__}: WRONG: {exc}")
+    return failed
+
+
+def gpu() -> int:
+    failed = _gpu_notebook_kernels()
     for dtype, box, swizzle, sizes in CASES:
         got, want = run_layout_probe(dtype, box, swizzle)
         ok = np.array_equal(got, want)

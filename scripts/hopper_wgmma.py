@@ -28,6 +28,10 @@ said "(C7520) ... wgmma.mma_async instructions are serialized due to program dep
 compiler-inserted WG.AR in divergent path"). The setmaxnreg kernel assembles with 168 registers at
 entry (launch_bounds=(384, 1); without it ptxas said "(C7508) ... 'setmaxnreg' ignored; unable to
 determine register count at entry"). sm_80 is refused with kernel_lab's message. Not yet run on a GPU.
+``--offline`` also compiles and assembles 08.3's kernels (kernel_lab.hopper_async.wgmma_gemm: wgmma_step,
+wgmma_gemm) at the GPU's N = 128; ``--gpu`` also runs them through their checks (kernel_lab.checks.hopper_wgmma).
+Offline they assemble with 96 (wgmma_step) and 164 (wgmma_gemm, 48 KB of static shared memory) registers,
+without a "Performance Loss" line.
 """
 
 from __future__ import annotations
@@ -257,6 +261,7 @@ def offline(cases=OFFLINE) -> int:
         ok = False
     else:
         ok &= off.assemble("setmaxnreg", ptx)
+    ok &= _offline_notebook_kernels(off)
     refusals = {"gemm_tile": lambda: _ptx((8, 0), "f16", 64, 128),
                 "fence_only": lambda: cuda.compile_ptx(_make_fence_only().py_func, (types.int32[::1],), cc=(8, 0)),
                 "setmaxnreg": lambda: cuda.compile_ptx(make_setmaxnreg_kernel().py_func, (types.int32[::1],),
@@ -266,8 +271,50 @@ def offline(cases=OFFLINE) -> int:
     return 0 if ok else 1
 
 
-def gpu() -> int:
+def _offline_notebook_kernels(off) -> bool:
+    """08.3's two kernels (the package's copies, kernel_lab.hopper_async.wgmma_gemm) at the GPU's tile
+    width (wgmma_gemm.GPU, N = 128): PTX for sm_90a with their wgmmas, assembled by ptxas."""
+    from kernel_lab.hopper_async import wgmma_gemm as wg
+    from numba import types
+
+    off.pretend_hopper()  # device functions compiled on their first call (store_fragment, smem_start) ask for a GPU
+    u16, u32, f32 = (types.Array(t, 2, "C") for t in (types.uint16, types.uint32, types.float32))
+    n = wg.GPU["N"]
+    ok = True
+    for kernel, sig, count in ((wg.wgmma_step, (u16, u16, f32), 1), (wg.wgmma_gemm, (u32, u32, f32), 4)):
+        name = kernel.py_func.__name__
+        ptx, _ = cuda.compile_ptx(wg.with_constants(kernel, N=n).py_func, sig, cc=(9, 0, "a"))
+        shape = f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16"
+        found = ptx.count(shape)
+        if found < count or "wgmma.commit_group.sync.aligned" not in ptx:
+            print(f"08.3 {name}: FAILED: the PTX has {found} {shape} (expected {count} at least) "
+                  "or no commit_group")
+            ok = False
+            continue
+        ok &= off.assemble(name, ptx, prefix="08.3 ")
+    return ok
+
+
+def _gpu_notebook_kernels() -> int:
+    """08.3's kernels through their checks (checks.hopper_wgmma; on a GPU, at N = 128)."""
+    from kernel_lab.check import CheckFailed
+    from kernel_lab.checks import hopper_wgmma as checks
+    from kernel_lab.hopper_async import wgmma_gemm as wg
+
     failed = 0
+    for name, run in (("descriptors", lambda: checks.check_descriptors(wg.make_desc, wg.tile_descriptors)),
+                      ("wgmma_step", lambda: checks.check_wgmma_step(wg.wgmma_step)),
+                      ("wgmma_gemm", lambda: checks.check_wgmma_gemm(wg.wgmma_gemm))):
+        try:
+            run()  # prints "<check>: correct for all ... cases"
+        except CheckFailed as exc:
+            failed += 1
+            print(f"08.3 {name}: WRONG: {exc}")
+    return failed
+
+
+def gpu() -> int:
+    failed = _gpu_notebook_kernels()
     for kind, n, swizzle in OFFLINE:
         for sw in sorted({swizzle, 0, 32, 64, 128}):
             k = 64 if kind != "s8" else 128

@@ -267,7 +267,10 @@ def test_a_thread_that_exits_before_its_store_wait_is_named():
 
 
 def test_a_thread_that_exits_with_an_uncommitted_store_is_named():
-    from kernel_lab.device.bulk_copy import cp_async_bulk_store, fence_proxy_async_shared
+    from kernel_lab.device.bulk_copy import (
+        cp_async_bulk_store,
+        fence_proxy_async_shared,
+    )
 
     @cuda.jit
     def store_no_commit(out):

@@ -166,7 +166,10 @@ def test_reading_before_the_wait_sees_bytes_in_flight():
 
 def _copy_kernel(wait_load, wait_store):
     """08.2's tma_copy with the load's wait or the store's wait left out."""
-    from kernel_lab.device.bulk_copy import cp_async_bulk_commit_group, cp_async_bulk_wait_group_read
+    from kernel_lab.device.bulk_copy import (
+        cp_async_bulk_commit_group,
+        cp_async_bulk_wait_group_read,
+    )
     from kernel_lab.device.mbarrier import (
         fence_mbarrier_init,
         mbarrier_arrive_expect_tx,
@@ -297,3 +300,5 @@ def test_ptx_assembles_for_sm90a_and_sm80_is_refused(offline_script):
     assert "cp_async_bulk_tensor_2d_load needs compute capability 9.0" in out
     assert "a tensor map has no equivalent there" in out, out  # what to do on an older GPU, for TMA
     assert "cp_async_bulk_tensor_2d_store needs compute capability 9.0" in out
+    for kernel in ("tma_copy", "tma_transpose", "tma_transpose_ring"):  # 08.2's, the package's copies
+        assert f"08.2 {kernel}: ptxas -arch=sm_90a: ok" in out, out

@@ -254,6 +254,8 @@ def test_ptx_assembles_for_sm90a_and_sm80_is_refused(offline_script):
         assert f"gemm_tile_{case}: ptxas -arch=sm_90a: ok" in out, out
     assert "Performance Loss" not in out, out  # no serialised wgmma, setmaxnreg honoured
     assert "setmaxnreg: ptxas -arch=sm_90a: ok" in out
+    for kernel in ("wgmma_step", "wgmma_gemm"):  # 08.3's, the package's copies, at N = 128
+        assert f"08.3 {kernel}: ptxas -arch=sm_90a: ok" in out, out
     for name, intrinsic in (("fence_only", "wgmma_fence"), ("setmaxnreg", "setmaxnreg_dec")):
         assert f"{name}: sm_80 refused (KernelLabArgumentError): {intrinsic} needs compute capability 9.0" \
             in out, out
