@@ -79,7 +79,7 @@ def test_idle_culling_and_persistent_homes():
 
 def test_the_readme_table_names_every_module():
     readme = (ROOT / "deploy" / "README.md").read_text()
-    for module in ("00", "01", "02", "06", "07", "08"):
+    for module in ("00", "01", "02", "06", "07", "08", "09"):
         assert re.search(rf"^\| {module}\b", readme, re.M), f"deploy/README.md: no row for module {module}"
     assert "kernel-lab warm" in readme
 

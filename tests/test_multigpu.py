@@ -217,3 +217,74 @@ def test_nccl_dtypes():
     assert knccl.nccl_dtype(np.float32, fake) == 7 and knccl.nccl_dtype(np.float16, fake) == 6
     with pytest.raises(KernelLabArgumentError, match="complex64"):
         knccl.nccl_dtype(np.complex64, fake)
+
+
+# --- 09.1's peer read, the check in a child simulator, 09.2's table -----------------------------
+
+@sim_only
+def test_the_package_peer_reads_pass_their_check(capsys):
+    from kernel_lab.checks.multigpu import check_peer_read
+    from kernel_lab.multigpu.peer import peer_read, peer_read_scalar
+
+    check_peer_read(peer_read)
+    check_peer_read(peer_read_scalar, "scalar", vector=False)
+    out = capsys.readouterr().out
+    assert "peer read: correct for all 4 sizes" in out and "scalar: correct for all 4 sizes" in out
+
+
+def test_the_protocol_check_runs_in_a_child_simulator(capsys):
+    """What a GPU machine does (its Numba targets the GPU): the source goes to a child Python with the
+    simulator on, closure constants included, and the verdict comes back the same."""
+    from kernel_lab.checks.multigpu import check_one_shot_protocol
+    from kernel_lab.multigpu.one_shot import one_shot_block
+    from kernel_lab.multigpu.simulated import MISTAKES
+
+    check_one_shot_protocol(one_shot_block, in_child=True, seeds=(0, 1))
+    assert "correct on two simulated GPUs for 2 schedules" in capsys.readouterr().out
+    with pytest.raises(CheckFailed, match="^one-shot all-reduce: a fence of the wrong scope"):
+        check_one_shot_protocol(MISTAKES["gpu_fence"], in_child=True, seeds=(0,))
+
+
+def test_the_child_refuses_a_closure_it_cannot_send():
+    from kernel_lab.checks.multigpu import source_job
+
+    table = [1, 2]
+
+    def uses_a_list(b):
+        return table[b]
+
+    with pytest.raises(CheckFailed, match="uses `table` from an enclosing function"):
+        source_job(uses_a_list)
+    assert source_job(test_the_child_refuses_a_closure_it_cannot_send)["closure"] == {}
+
+
+def test_the_all_reduce_table_follows_nccl_and_says_the_goals(capsys):
+    from kernel_lab.multigpu.timing import MESSAGE_BYTES, all_reduce_table
+
+    assert MESSAGE_BYTES[0] == 4096 and MESSAGE_BYTES[-1] == 1 << 30 and len(MESSAGE_BYTES) == 10
+    lines = all_reduce_table([(4096, 0.010, 0.020), (65536, 0.012, 0.011), (256 << 20, 1.0, 0.75)])
+    assert lines[1].split()[:2] == ["4", "KB"] and "2.00x" in lines[1]
+    assert "<= 64 KB: your latency at 0.92x NCCL's at worst (goal >= 1.0x: NOT met" in lines[-2]
+    assert "256 MB: your bus bandwidth at 0.75x NCCL's (goal >= 0.8x: NOT met)" in lines[-1]
+    assert "268.4 GB/s" in lines[3]  # 256 MiB in 1 ms, x 2(n-1)/n = 1 for two GPUs
+
+
+def test_time_collective_validates_its_arguments():
+    from kernel_lab.multigpu.timing import time_collective
+
+    with pytest.raises(KernelLabArgumentError, match="one stream per GPU"):
+        time_collective(lambda: None, [object()], (0, 1), cupy=SimpleNamespace())
+    with pytest.raises(KernelLabArgumentError, match="iters must be > 0"):
+        time_collective(lambda: None, [], iters=0, cupy=SimpleNamespace())
+
+
+def test_the_peer_copy_line_relates_each_read_to_the_copy(capsys):
+    from kernel_lab.bench import Measurement
+    from kernel_lab.multigpu.peer import against_peer_copy
+
+    gib = float(1 << 30)
+    copy = Measurement("peer copy", 2.7, bytes=gib)
+    reads = [Measurement("scalar", 4.0, bytes=gib), Measurement("vector", 3.0, bytes=gib)]
+    lines = against_peer_copy(reads, copy, also=[Measurement("local", 0.4, bytes=gib)], goal=0.85)
+    assert "90.0% of the peer copy" in lines[2] and "675.0% of the peer copy" in lines[3]
+    assert lines[-1] == "your best kernel (vector): 90% of the peer copy's bandwidth (goal 85%: met)"

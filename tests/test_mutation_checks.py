@@ -68,6 +68,8 @@ NB076 = "solutions/07-fp64-emulation/07.6-beyond.ipynb"
 NB081 = "solutions/08-hopper-async/08.1-bulk-copies-and-mbarriers.ipynb"
 NB082 = "solutions/08-hopper-async/08.2-tensor-copies-tma.ipynb"
 NB083 = "solutions/08-hopper-async/08.3-wgmma.ipynb"
+NB091 = "solutions/09-multi-gpu/09.1-two-gpus-one-process.ipynb"
+NB092 = "solutions/09-multi-gpu/09.2-all-reduce-as-kernels.ipynb"
 
 # A program is the list of a notebook's cells that define one kernel and check it, in notebook
 # order. "id:defs" runs only the cell's definitions (functions, constants, imports); "id" runs the
@@ -206,6 +208,12 @@ PROGRAMS = {
     "descriptors": (NB083, ["setup:defs", "descriptors", "descriptors-check"]),
     "wgmma step": (NB083, ["setup:defs", "descriptors:defs", "wgmma-step", "wgmma-step-check"]),
     "wgmma GEMM": (NB083, ["setup:defs", "descriptors:defs", "wgmma-step:defs", "wgmma-gemm", "wgmma-gemm-check"]),
+    # 09.1: the peer-read kernels, both "GPUs" as two buffers of one device (a grid of 2 x 32 threads)
+    "peer read, one float": (NB091, ["setup:defs", "peer-read-scalar", "peer-read-scalar-check"]),
+    "peer read": (NB091, ["setup:defs", "peer-read", "peer-read-check"]),
+    # 09.2: the one-shot all-reduce's protocol for two simulated GPUs (stores seen late until a system
+    # fence, six block schedules); a mutant that waits for ever is stopped by the simulator's stall limit
+    "one-shot all-reduce": (NB092, ["setup:defs", "one-shot-block", "one-shot-check"]),
 }
 
 
@@ -1247,6 +1255,37 @@ MUTANTS = [
     M("wgmma GEMM", "wgmma-gemm", "smem_start(sa, (s, 0, 0)), smem_start(sb, (s, 0, 0))",
       "smem_start(sa, (0, 0, 0)), smem_start(sb, (0, 0, 0))", "every K-tile read from stage 0"),
     M("wgmma GEMM", "wgmma-gemm", "for kt in range(ktiles):", "for kt in range(ktiles - 1):", "the last K-tile left out"),
+    # ---- 09.1 exercise 1: a grid-stride read, one float a load
+    M("peer read, one float", "peer-read-scalar", "i = cuda.grid(1)", "i = cuda.threadIdx.x",
+      "start without the block offset"),
+    M("peer read, one float", "peer-read-scalar", "stride = cuda.gridDim.x * cuda.blockDim.x",
+      "stride = 2 * cuda.gridDim.x * cuda.blockDim.x", "stride of two grids"),
+    M("peer read, one float", "peer-read-scalar", "while i < src.size:", "while i < src.size - 1:",
+      "last element left out"),
+    # ---- 09.1 exercise 2: 16 bytes a load, and the tail
+    M("peer read", "peer-read", "n4 = src.size // 4", "n4 = (src.size + 3) // 4", "a partial group loaded whole"),
+    M("peer read", "peer-read", "load4(src, 4 * i)", "load4(src, i)", "the group's index taken as its element's"),
+    M("peer read", "peer-read", "store4(dst, 4 * i, a0, a1, a2, a3)", "store4(dst, 4 * i, a0, a1, a3, a2)",
+      "two values swapped"),
+    M("peer read", "peer-read", "stride = cuda.gridDim.x * cuda.blockDim.x",
+      "stride = 4 * cuda.gridDim.x * cuda.blockDim.x", "stride in elements, not groups"),
+    M("peer read", "peer-read", "j = 4 * n4 + cuda.grid(1)", "j = n4 + cuda.grid(1)", "the tail starts at n // 4"),
+    M("peer read", "peer-read", "if j < src.size:", "if j < src.size - 1:", "the tail one short"),
+    # ---- 09.2 exercise 1: the one-shot all-reduce's protocol and reduction
+    M("one-shot all-reduce", "one-shot-block", "        cuda.threadfence_system()  #", "        pass  #", "no fence"),
+    M("one-shot all-reduce", "one-shot-block", "cuda.threadfence_system()", "cuda.threadfence()",
+      "a fence of this GPU's scope"),
+    M("one-shot all-reduce", "one-shot-block", "while load_acquire_system(peer_flags, b) < epoch:",
+      "while load_acquire_system(peer_flags, b) < epoch - 1:", "waits for the last call's flag"),
+    M("one-shot all-reduce", "one-shot-block", "cuda.atomic.exch(my_flags, b, epoch)", "cuda.atomic.exch(my_flags, b, 1)",
+      "flag 1 in place of the epoch"),
+    M("one-shot all-reduce", "one-shot-block", "    cuda.syncthreads()\n    i = b * cuda.blockDim.x + t\n    while i < n:  # 4.",
+      "    i = b * cuda.blockDim.x + t\n    while i < n:  # 4.", "no barrier after the wait"),
+    M("one-shot all-reduce", "one-shot-block", "    cuda.syncthreads()\n    if t == 0:", "    if t == 0:",
+      "no barrier before the flag"),
+    M("one-shot all-reduce", "one-shot-block", "out[i] = x[i] + peer[half + i]", "out[i] = x[i] + mine[half + i]",
+      "its own staging read for the peer's"),
+
 ]
 
 

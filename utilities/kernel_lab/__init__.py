@@ -31,6 +31,10 @@ Numba's CUDA simulator (no GPU found: simulator). The modules, one job each:
 - hopper_async: module 08, Hopper's asynchronous copies (``hopper_async.bulk_copies``: 08.1's bulk
   copies through mbarriers, one tile, many rounds, a ring of stages; ``hopper_async.wgmma_gemm``: 08.3's wgmma
   descriptors, one 64 x N step and a block's K loop)
+- multigpu: module 09, beyond one GPU (``multigpu.probe``: GPUs, peer access, NVLink; ``multigpu.peer``: 09.1's
+  peer-read kernels and the peer copy; ``multigpu.one_shot``: 09.2's one-shot all-reduce; ``multigpu.nccl``,
+  ``multigpu.timing``: NCCL's all-reduce, bus bandwidth, timing a collective; ``multigpu.simulated``: the
+  protocol for two simulated GPUs)
 - progress: every passing check noted in a local file; cli: the ``kernel-lab`` command (progress,
   benchmarks, mistakes, exercises); colab: Colab badges and install; benchmarks_page, mistakes_page:
   BENCHMARKS.md and docs/mistakes.md, generated

@@ -218,10 +218,12 @@ def hours(span: Span, step: float = 0.5) -> str:
 
 # What each notebook needs to run with its timings: a level (a room's GPUs must reach the highest of its
 # notebooks'), in the words of docs/syllabi.md's "Which GPU runs what" table.
-GPU_LEVELS = ("no GPU (NumPy)", "any CUDA GPU", "compute capability 8.0+ and a CUDA 13 driver", "Hopper (H100, H200)")
+GPU_LEVELS = ("no GPU (NumPy)", "any CUDA GPU", "compute capability 8.0+ and a CUDA 13 driver", "Hopper (H100, H200)",
+              "two GPUs with peer access (NVLink: two H100s or H200s)")
 GPU_NEEDS = {"04.4": 2, "06.1": 2, "06.2": 2, "06.3": 2, "06.4": 2, "06.5": 2,
-             "07.1": 0, "07.6": 0, "07.3": 3, "07.4": 3, "07.5": 3, "08.1": 3, "08.2": 3, "08.3": 3}  # the others: any CUDA GPU (1)
-GPU_NOTES = {"02.4": "FP64 is slow on consumer GPUs", "04.5": "its tensor-core part needs cc 8.0+",
+             "07.1": 0, "07.6": 0, "07.3": 3, "07.4": 3, "07.5": 3, "08.1": 3, "08.2": 3, "08.3": 3, "09.1": 4, "09.2": 4}  # the others: any CUDA GPU (1)
+GPU_NOTES = {"09.1": "its checks run on one GPU or none", "09.2": "its check runs on one GPU or none",
+             "02.4": "FP64 is slow on consumer GPUs", "04.5": "its tensor-core part needs cc 8.0+",
              "05.3": "numba-cuda's FP8 conversions need cc 8.9", "06.1": "its pipeline-API kernels need Hopper"}
 
 

@@ -1,4 +1,10 @@
-"""Module 09's checks: the one-shot all-reduce's flag protocol, run for two simulated GPUs.
+"""Module 09's checks: the peer-read kernel of 09.1, and the one-shot all-reduce's flag protocol of
+09.2, run for two simulated GPUs.
+
+``check_peer_read(kernel)`` copies random float32 through the learner's kernel with both "GPUs" as two
+buffers of one device (the simulator, or the one GPU this machine has: correctness does not depend on
+where ``src`` lives), at sizes that catch the edges of a grid-stride loop with 16-byte loads: fewer
+elements than one vector, whole vectors only, a tail of 3, and a grid smaller than the array.
 
 ``check_one_shot_protocol(block_fn)`` runs the learner's device function (``one_shot_block``'s
 arguments) in ``multigpu.simulated.run_two_halves`` under several seeded schedules, two calls each,
@@ -13,15 +19,63 @@ rerunning what failed under changed conditions:
   publishes them: **a fence of the wrong scope** (another GPU needs ``cuda.threadfence_system()``);
 * otherwise: **missing fence** between the data and the flag (or the fence after the flag).
 
-On a GPU this check still runs the simulator's model only where it is active; it does nothing there
-(the notebooks' GPU cells compare with NCCL instead).
+On a machine with a GPU, Numba in this process compiles for the GPU, and a real GPU cannot show the
+late stores that expose a missing fence (and would hang on the others). So there the check runs the
+same diagnosis in a child Python with the simulator switched on (``NUMBA_ENABLE_CUDASIM=1``): it sends
+the device function's source (``inspect.getsource``, which works for a notebook cell) and the values of
+its closure, and reads back the verdict. The line it prints is the same on every machine.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 from .. import progress
 from ..check import CheckFailed, finishes_within
 from ..environment import on_simulator
+
+PEER_READ_SIZES = [("1 element", 1), ("3 elements: no whole vector", 3),
+                   ("1,000 elements: whole vectors, 4 turns of the grid-stride loop", 1000),
+                   ("1,027 elements: a tail of 3", 1027)]
+PEER_READ_GRID = (2, 32)  # blocks, threads: 64 threads, so that 1,000 elements take 4 turns of the loop
+PEER_READ_HINT = ("each thread starts at cuda.grid(1) and steps by the grid's size (gridDim.x * blockDim.x) "
+                  "until it passes the number of groups of 4 (n // 4); group i is elements 4i..4i+3, loaded "
+                  "with load4(src, 4 * i). The last n % 4 elements have no whole group: one thread each.")
+PEER_READ_SCALAR_HINT = ("each thread starts at cuda.grid(1) and steps by the grid's size (gridDim.x * blockDim.x) "
+                         "until it passes n: a grid of any size then covers any n.")
+
+
+def check_peer_read(kernel, name: str = "peer read", *, vector: bool = True, seconds: float = 60) -> None:
+    """Copy random float32 through ``kernel(src, dst)`` (a grid-stride loop over a grid of 2 x 32
+    threads); print one line, or raise ``CheckFailed`` naming the size and the first wrong element.
+    ``vector``: the kernel is meant to use 16-byte loads (the hint says how)."""
+    import numpy as np
+
+    from ..check import check_kernel
+    from ..multigpu.peer import launch_peer_read
+
+    blocks, threads = PEER_READ_GRID
+
+    def launch(out, src):
+        from ..vector_loads import MisalignedVectorAccess
+
+        try:
+            launch_peer_read(kernel, out, src, blocks=blocks, threads=threads)
+        except Exception as exc:  # noqa: BLE001 - the simulator may wrap the vector access's error
+            text = str(exc)
+            if isinstance(exc, MisalignedVectorAccess) or ("16-byte access" in text or "past the end" in text):
+                raise CheckFailed(f"{name} (n = {src.size:,}): {text.strip().splitlines()[-1]}\nHint: "
+                                  f"{PEER_READ_HINT}") from None
+            raise
+
+    with finishes_within(name, seconds):
+        check_kernel(name, launch, lambda src: src, lambda n, rng: (rng.standard_normal(n).astype(np.float32),),
+                     sizes=PEER_READ_SIZES, fmt="float32", rtol=0, atol=0,
+                     extra_hint=lambda got, expected: PEER_READ_HINT if vector else PEER_READ_SCALAR_HINT)
+
 
 SEEDS = tuple(range(6))  # seed % 3 picks: both GPUs together, GPU 1 late, GPU 0 late
 
@@ -80,15 +134,74 @@ def diagnose(block_fn, *, seeds=SEEDS, **sizes):
         "calls cuda.threadfence_system() and only then sets the flag.")
 
 
+# The child of a check on a GPU machine: the device function's source, run in the simulator.
+_CHILD = """
+import json, sys
+job = json.load(sys.stdin)
+import kernel_lab as kl
+kl.setup(quiet=True)
+import numpy as np
+from numba import cuda
+from kernel_lab.acquire import load_acquire_system
+from kernel_lab.checks.multigpu import diagnose
+space = dict(np=np, cuda=cuda, kl=kl, load_acquire_system=load_acquire_system, **job["closure"])
+exec(compile(job["source"], "<" + job["name"] + ">", "exec"), space)
+mistake, message = diagnose(space[job["name"]], seeds=tuple(job["seeds"]), **job["sizes"])
+print(json.dumps({"mistake": mistake, "message": message}))
+"""
+
+
+def source_job(block_fn) -> dict:
+    """What the child needs to rebuild ``block_fn``: its name, its source (decorator included) and the
+    values of its closure (strings, numbers, booleans, None)."""
+    import inspect
+    import textwrap
+
+    py = getattr(block_fn, "py_func", block_fn)
+    try:
+        source = textwrap.dedent(inspect.getsource(py))
+    except (OSError, TypeError) as exc:
+        raise CheckFailed(f"the check cannot read the source of {py.__name__} ({exc}): define it in a notebook cell "
+                          "or a file, not with exec") from None
+    closure = {}
+    for var, cell in zip(py.__code__.co_freevars, py.__closure__ or ()):
+        value = cell.cell_contents
+        if not isinstance(value, (str, int, float, bool, type(None))):
+            raise CheckFailed(f"{py.__name__} uses `{var}` from an enclosing function ({type(value).__name__}); the "
+                              "check can only pass numbers and strings to the simulator: make it a global")
+        closure[var] = value
+    return {"name": py.__name__, "source": source, "closure": closure}
+
+
+def diagnose_in_simulator(block_fn, *, seeds=SEEDS, seconds: float = 60, **sizes):
+    """``diagnose`` in a child Python with the simulator on: for a machine whose Numba targets a GPU."""
+    job = dict(source_job(block_fn), seeds=list(seeds), sizes=sizes)
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    try:
+        done = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(job), capture_output=True, text=True,
+                              timeout=seconds, env=env)
+    except subprocess.TimeoutExpired:
+        raise CheckFailed(f"{job['name']} did not finish in the simulator within {seconds:g} s. Hint: {HANG_HINT}") \
+            from None
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise CheckFailed(f"{job['name']} failed in the simulator:\n{done.stderr.strip()[-2000:]}")
+    verdict = json.loads(lines[-1])
+    return verdict["mistake"], verdict["message"]
+
+
 def check_one_shot_protocol(block_fn, name: str = "one-shot all-reduce", *, seeds=SEEDS, seconds: float = 60,
-                            **sizes) -> None:
+                            in_child: bool | None = None, **sizes) -> None:
     """Run ``block_fn`` for two simulated GPUs; print one line, or raise ``CheckFailed`` naming the
-    mistake. ``sizes``: ``n``, ``blocks``, ``threads``, ``calls`` of ``run_two_halves``."""
-    if not on_simulator():
-        print(f"The simulator check of the protocol ({name}) runs on the CPU only; on GPUs compare with NCCL")
-        return
-    with finishes_within(name, seconds, HANG_HINT):
-        mistake, message = diagnose(block_fn, seeds=seeds, **sizes)
+    mistake. ``sizes``: ``n``, ``blocks``, ``threads``, ``calls`` of ``run_two_halves``. ``in_child``:
+    run the simulator in a child Python (default: when this process's Numba targets a GPU)."""
+    if in_child is None:
+        in_child = not on_simulator()
+    if in_child:
+        mistake, message = diagnose_in_simulator(block_fn, seeds=seeds, seconds=seconds, **sizes)
+    else:
+        with finishes_within(name, seconds, HANG_HINT):
+            mistake, message = diagnose(block_fn, seeds=seeds, **sizes)
     if mistake is not None:
         raise CheckFailed(f"{name}: {message}")
     progress.passed(name)
