@@ -47,6 +47,16 @@ def _spin_kernels(cupy, devices):
     return kernels
 
 
+def _clock_hz(cupy, device: int) -> float:
+    """The SM clock in Hz (cudaDevAttrClockRate, in kHz; CUDA 13 dropped cudaDeviceProp.clockRate); 2 GHz,
+    above any current GPU's, if it cannot be read: the spin then lasts longer, never shorter."""
+    rt = cupy.cuda.runtime
+    try:
+        return float(rt.deviceGetAttribute(getattr(rt, "cudaDevAttrClockRate", 13), device)) * 1e3
+    except Exception:  # noqa: BLE001
+        return 2e9
+
+
 def time_collective(fn, streams, devices=(0, 1), *, iters: int = 20, repeat: int = 5, warmup: int = 3,
                     cupy=None) -> list[float]:
     """Milliseconds per call of ``fn()`` (which issues one collective on ``streams``, one CuPy stream per
@@ -73,7 +83,7 @@ def time_collective(fn, streams, devices=(0, 1), *, iters: int = 20, repeat: int
         cover_s = 2 * issue_s * iters + 200e-6
         for d, s in zip(devices, streams):
             with cupy.cuda.Device(d):
-                clock_hz = cupy.cuda.runtime.getDeviceProperties(d)["clockRate"] * 1e3
+                clock_hz = _clock_hz(cupy, d)
                 spin[d]((1,), (1,), (np.int64(cover_s * clock_hz),), stream=s)
                 starts.append(cupy.cuda.Event())
                 starts[-1].record(s)
