@@ -84,7 +84,8 @@ def time_collective(fn, streams, devices=(0, 1), *, iters: int = 20, repeat: int
         for d, s in zip(devices, streams):
             with cupy.cuda.Device(d):
                 clock_hz = _clock_hz(cupy, d)
-                spin[d]((1,), (1,), (np.int64(cover_s * clock_hz),), stream=s)
+                with s:  # a RawKernel runs on the current stream
+                    spin[d]((1,), (1,), (np.int64(cover_s * clock_hz),))
                 starts.append(cupy.cuda.Event())
                 starts[-1].record(s)
         for _ in range(iters):
