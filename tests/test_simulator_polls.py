@@ -101,3 +101,29 @@ def test_a_check_says_the_kernel_never_can_finish():
     first = str(info.value).splitlines()[0]
     assert first.startswith("flag wait: your kernel did not finish, and never can: in block (0, 0, 0)"), first
     assert "still running after" not in first
+
+
+def test_device_models_never_take_the_runners_lock_inside_their_own():
+    """The device models' locks (``_lock`` in kernel_lab/device/*_sim.py) come after the runner's: a
+    time-limit or PollStall report holds the runner's lock while it reads the models' notes under
+    theirs. So no call that takes the runner's lock (a thread's failure or exit, a poll report) may
+    sit inside a ``with _lock:`` block, or two threads can wait for each other for ever."""
+    import ast
+    from pathlib import Path
+
+    takes_runner_lock = {"thread_failed", "exited", "original", "report_poll", "poll", "block_barrier"}
+    found = []
+    for path in sorted((Path(__file__).resolve().parents[1] / "utilities" / "kernel_lab" / "device").glob("*_sim.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.With):
+                continue
+            if not any(isinstance(item.context_expr, ast.Name) and item.context_expr.id == "_lock"
+                       for item in node.items):
+                continue
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Call):
+                    name = getattr(inner.func, "attr", None) or getattr(inner.func, "id", None)
+                    if name in takes_runner_lock:
+                        found.append(f"{path.name}:{inner.lineno} calls {name} under _lock")
+    assert not found, found

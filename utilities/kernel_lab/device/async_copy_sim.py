@@ -196,14 +196,19 @@ def _install_block_hooks():
     exited, describe = BlockRunner.thread_exited, BlockRunner._describe_unfinished
 
     def thread_exited(runner, thread):
-        with _lock:  # held across the runner's own bookkeeping
+        failure = None
+        with _lock:
             state = _current_state(runner)
             if state is not None:
                 mine = state.uncommitted.pop(thread.thread_id, [])
                 mine += [store for group in state.groups.pop(thread.thread_id, []) for store in group]
                 if mine and runner.error is None and not runner.aborted:
-                    runner.thread_failed(thread, MbarrierProtocolError(_unwaited_stores_message(thread, mine)))
-            exited(runner, thread)
+                    failure = MbarrierProtocolError(_unwaited_stores_message(thread, mine))
+        # The runner's lock is taken outside ours, never inside: a time-limit or PollStall report holds
+        # the runner's lock while it reads the barriers' notes under ours, so the other order deadlocks.
+        if failure is not None:
+            runner.thread_failed(thread, failure)
+        exited(runner, thread)
 
     def describe_unfinished(runner):
         text = describe(runner)
