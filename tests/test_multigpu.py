@@ -54,6 +54,20 @@ def test_each_classic_mistake_is_named(variant, named):
 
 
 @sim_only
+def test_the_unsolved_stub_is_told_not_done_yet():
+    """The exercise's stub writes nothing: "not done yet", not a protocol mistake. A missing fence
+    also leaves every sum NaN (the peer's share was never seen), but its blocks did publish."""
+    from kernel_lab.checks.multigpu import check_one_shot_protocol
+
+    @cuda.jit(device=True)
+    def stub(b, nblocks, x, mine, peer, my_flags, peer_flags, out, epoch):
+        pass
+
+    with pytest.raises(CheckFailed, match="^one-shot all-reduce: not done yet: no block published its share"):
+        check_one_shot_protocol(stub)
+
+
+@sim_only
 def test_a_missing_fence_is_invisible_without_delayed_stores():
     """What the model adds: with stores visible at once (the simulator's usual memory) the mistake passes."""
     from kernel_lab.multigpu.simulated import MISTAKES, run_two_halves

@@ -33,6 +33,8 @@ import os
 import subprocess
 import sys
 
+import numpy as np
+
 from .. import progress
 from ..check import CheckFailed, finishes_within
 from ..environment import on_simulator
@@ -112,6 +114,13 @@ def diagnose(block_fn, *, seeds=SEEDS, **sizes):
             f"the blocks waited for each other forever ({_where(first)}; flags at the end: GPU 0 {first.flags[0]}, "
             f"GPU 1 {first.flags[1]}, the call's epoch {first.epoch}). Hint: {HANG_HINT}")
     wrong = next(o for o in failures if o.kind == "wrong")
+    if not wrong.staged and all(np.isnan(got) for _, _, got, _ in wrong.wrong):
+        # nothing published and no sum written (staging and out still hold their NaN): the stub, not a
+        # protocol mistake (a missing fence also leaves NaN sums, but its blocks did publish)
+        return "not done yet", (
+            f"not done yet: no block published its share and no sum was written ({_where(wrong)}; the staging "
+            "buffers and out still hold the NaN they were filled with). If this is the exercise, write the "
+            "protocol and the reduction; otherwise, does every block publish its share into `mine`?")
     g, i, got, expected = wrong.wrong[0]
     what = (f"{len(wrong.wrong)} sums wrong ({_where(wrong)}), first GPU {g} out[{i}] = {got:g}, "
             f"expected {expected:g}")

@@ -94,6 +94,7 @@ class Outcome:
     resets: list[tuple[int, int, int, int]] = field(default_factory=list)  # (gpu, word, from, to)
     flags: list[list[int]] = field(default_factory=list)  # after the run, per GPU
     message: str = ""
+    staged: bool = True  # did any block publish into a staging buffer (False: the stub, nothing written)
 
 
 def run_two_halves(block_fn=one_shot_block, *, n: int = 96, blocks: int = 2, threads: int = 32, calls: int = 2,
@@ -134,7 +135,8 @@ def run_two_halves(block_fn=one_shot_block, *, n: int = 96, blocks: int = 2, thr
             wrong = [(g, int(i), float(outs[g][i]), float(expected[i]))
                      for g in range(2) for i in np.flatnonzero(outs[g] != expected)]
             if wrong:
-                return Outcome("wrong", seed, epoch, wrong, resets(), flag_state())
+                staged = any(not np.isnan(buf.base).all() for buf in staging)
+                return Outcome("wrong", seed, epoch, wrong, resets(), flag_state(), staged=staged)
     finally:
         sim_grid.schedule.stall_limit = previous_limit
     return Outcome("ok", seed, calls, resets=resets(), flags=flag_state())
