@@ -342,30 +342,20 @@ def _offline_notebook_kernels(off) -> bool:
                         (tt.tma_transpose_ring, (tmap_t, tmap_t, types.int64, types.int64))):
         name = kernel.py_func.__name__
         ptx, _ = cuda.compile_ptx(tt.with_constants(kernel, **sizes).py_func, sig, cc=(9, 0, "a"))
-        missing = [n for n in needed if n not in ptx]
-        if missing:
-            print(f"08.2 {name}: FAILED: the PTX lacks {missing}")
-            ok = False
-            continue
-        ok &= off.assemble(name, ptx, prefix="08.2 ")
+        ok &= off.assemble_checked(name, ptx, needed, prefix="08.2 ")
     return ok
 
 
 def _gpu_notebook_kernels() -> int:
     """08.2's three kernels through their checks (checks.hopper_tma; on a GPU, at the GPU's sizes)."""
-    from kernel_lab.check import CheckFailed
+    import offline_sm90 as off
     from kernel_lab.checks import hopper_tma as checks
     from kernel_lab.hopper_async import tma_tiles as tt
 
-    failed = 0
-    for check, kernel in ((checks.check_tma_copy, tt.tma_copy), (checks.check_tma_transpose, tt.tma_transpose),
-                          (checks.check_tma_transpose_ring, tt.tma_transpose_ring)):
-        try:
-            check(kernel)  # prints "<name>: correct for all ... cases"
-        except CheckFailed as exc:
-            failed += 1
-            print(f"08.2 {kernel.py_func.__name__}: WRONG: {exc}")
-    return failed
+    return off.run_checks("08.2 ", [(kernel.py_func.__name__, lambda check=check, kernel=kernel: check(kernel))
+                                    for check, kernel in ((checks.check_tma_copy, tt.tma_copy),
+                                                          (checks.check_tma_transpose, tt.tma_transpose),
+                                                          (checks.check_tma_transpose_ring, tt.tma_transpose_ring))])
 
 
 def gpu() -> int:

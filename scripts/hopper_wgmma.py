@@ -297,20 +297,13 @@ def _offline_notebook_kernels(off) -> bool:
 
 def _gpu_notebook_kernels() -> int:
     """08.3's kernels through their checks (checks.hopper_wgmma; on a GPU, at N = 128)."""
-    from kernel_lab.check import CheckFailed
+    import offline_sm90 as off
     from kernel_lab.checks import hopper_wgmma as checks
     from kernel_lab.hopper_async import wgmma_gemm as wg
 
-    failed = 0
-    for name, run in (("descriptors", lambda: checks.check_descriptors(wg.make_desc, wg.tile_descriptors)),
-                      ("wgmma_step", lambda: checks.check_wgmma_step(wg.wgmma_step)),
-                      ("wgmma_gemm", lambda: checks.check_wgmma_gemm(wg.wgmma_gemm))):
-        try:
-            run()  # prints "<check>: correct for all ... cases"
-        except CheckFailed as exc:
-            failed += 1
-            print(f"08.3 {name}: WRONG: {exc}")
-    return failed
+    return off.run_checks("08.3 ", [("descriptors", lambda: checks.check_descriptors(wg.make_desc, wg.tile_descriptors)),
+                                    ("wgmma_step", lambda: checks.check_wgmma_step(wg.wgmma_step)),
+                                    ("wgmma_gemm", lambda: checks.check_wgmma_gemm(wg.wgmma_gemm))])
 
 
 def gpu() -> int:

@@ -56,6 +56,31 @@ def assemble(name: str, ptx: str, prefix: str = "") -> bool:
         return True
 
 
+def assemble_checked(name: str, ptx: str, needed, prefix: str = "") -> bool:
+    """The PTX must hold each instruction of ``needed`` (a kernel whose intrinsic went missing still
+    assembles), then :func:`assemble` it."""
+    missing = [n for n in needed if n not in ptx]
+    if missing:
+        print(f"{prefix}{name}: FAILED: the PTX lacks {missing}")
+        return False
+    return assemble(name, ptx, prefix)
+
+
+def run_checks(prefix: str, checks) -> int:
+    """Run a notebook's package kernels through the notebook's own checks on this machine (each check
+    prints its line); ``checks`` is (name, call) pairs. Returns how many failed, each printed WRONG."""
+    from kernel_lab.check import CheckFailed
+
+    failed = 0
+    for name, run in checks:
+        try:
+            run()
+        except CheckFailed as exc:
+            failed += 1
+            print(f"{prefix}{name}: WRONG: {exc}")
+    return failed
+
+
 def refused_below_hopper(name: str, compile_for_sm80) -> bool:
     """Call ``compile_for_sm80()``; it must fail with kernel_lab's "needs compute capability 9.0" message."""
     from kernel_lab.validate import KernelLabArgumentError
