@@ -20,13 +20,10 @@ stage q % STAGES, parity (q // STAGES) & 1 for the consumers, the other one for 
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-matplotlib.rcParams["svg.fonttype"] = "none"  # keep text as text: small, searchable files
-matplotlib.rcParams["svg.hashsalt"] = "kernel-lab"  # stable ids: rerunning changes nothing
-import matplotlib.patches as patches  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
+from drawing import arrow, save_figure as _save  # first: matplotlib set up for stable SVGs
+from drawing import rounded_box as _box
+import matplotlib.patches as patches  # noqa: E402 - after drawing's setup
+import matplotlib.pyplot as plt  # noqa: E402 - after drawing's setup
 
 HERE = Path(__file__).parent
 STAGES = 3
@@ -36,22 +33,8 @@ GREY, DARK = "#d9d9d9", "#333333"
 MONO = "DejaVu Sans Mono"
 
 
-def _save(fig, path):
-    fig.savefig(path, bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
-
-
-def _box(ax, x, y, w, h, color, text="", *, fontsize=8, family=None, lw=0.7, ls="-"):
-    ax.add_patch(patches.FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.02,rounding_size=0.08",
-                                        facecolor=color, edgecolor="black", lw=lw, ls=ls))
-    if text:
-        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize, family=family)
-
-
 def _arrow(ax, x0, y0, x1, y1, *, color="black", text=None, fontsize=7):
-    ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=dict(arrowstyle="->", lw=0.9, color=color))
-    if text:
-        ax.text((x0 + x1) / 2, (y0 + y1) / 2 + 0.06, text, ha="center", va="bottom", fontsize=fontsize, color=color)
+    arrow(ax, x0, y0, x1, y1, color=color, lw=0.9, text=text, fontsize=fontsize, label_gap=0.06, label_color=True)
 
 
 def stage_ring(path):

@@ -14,13 +14,9 @@ kept as text, stable ids, no dates, so rerunning leaves the files unchanged. Eac
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-matplotlib.rcParams["svg.fonttype"] = "none"  # keep text as text: small, searchable files
-matplotlib.rcParams["svg.hashsalt"] = "kernel-lab"  # stable ids: rerunning changes nothing
-import matplotlib.patches as patches  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
+from drawing import arrow, save_figure as _save  # first: matplotlib set up for stable SVGs
+from drawing import rounded_box as _box
+import matplotlib.pyplot as plt  # noqa: E402 - after drawing's setup
 
 HERE = Path(__file__).parent
 GPU_COLORS = ["#8ecae6", "#ffb703"]
@@ -28,22 +24,9 @@ LINK, DARK, GREY = "#6a4c93", "#333333", "#d9d9d9"
 MONO = "DejaVu Sans Mono"
 
 
-def _save(fig, path):
-    fig.savefig(path, bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
-
-
-def _box(ax, x, y, w, h, color, text="", *, fontsize=8, family=None, lw=0.7, ls="-"):
-    ax.add_patch(patches.FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.02,rounding_size=0.08",
-                                        facecolor=color, edgecolor="black", lw=lw, ls=ls))
-    if text:
-        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize, family=family)
-
-
 def _arrow(ax, x0, y0, x1, y1, *, color="black", text=None, fontsize=7, lw=0.9, style="->"):
-    ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=dict(arrowstyle=style, lw=lw, color=color))
-    if text:
-        ax.text((x0 + x1) / 2, (y0 + y1) / 2 + 0.06, text, ha="center", va="bottom", fontsize=fontsize, color=color)
+    arrow(ax, x0, y0, x1, y1, color=color, lw=lw, style=style, text=text, fontsize=fontsize, label_gap=0.06,
+          label_color=True)
 
 
 def peer_read(path):
