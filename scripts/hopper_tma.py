@@ -28,7 +28,12 @@ tma_transpose, tma_transpose_ring) at the GPU's sizes (32 x 32 float32 boxes, 12
 Result (offline, CUDA 13.0 ptxas, no GPU): the copy, transpose (float32, float16) and probe kernels assemble
 for sm_90a (40 registers for the tile kernels, 31 for the probe); sm_80 is refused by each tensor intrinsic.
 08.2's tma_copy, tma_transpose and tma_transpose_ring assemble with 4, 31 and 40 registers (ptxas -v).
-The GPU run is still to be done.
+Result (H200, 2026-11-29, --gpu): every layout probe matched the model, and every copy and transpose
+was right inside the matrix, but where a row is not a multiple of 16 bytes the store also wrote the
+rest of the row's last 16-byte chunk (with the tile's zeros): 37 x 45 float32 3 columns past the
+edge, 70 x 130 float16 6, 33 x 70 int8 10; scripts/probes/tma_edge_granularity.py showed it stops
+at the chunk, however wide the padding. The model now writes the same (tensor_map.chunk_end), and the
+padding here has a chunk to spare, so a write past it still shows.
 """
 
 from __future__ import annotations
@@ -203,9 +208,10 @@ def _make_tensor_only(kind: str):
 
 
 def _padded(rows: int, cols: int, dtype, fill):
-    """A host array of ``rows + 1`` rows whose pitch is a multiple of 16 bytes, filled with ``fill``."""
+    """A host array of ``rows + 1`` rows whose pitch is a multiple of 16 bytes, with one 16-byte chunk
+    to spare past the row's last chunk, filled with ``fill``."""
     per16 = 16 // np.dtype(dtype).itemsize
-    ld = -(-cols // per16) * per16
+    ld = -(-cols // per16) * per16 + per16  # one chunk more: a store writes a row's last chunk whole
     return np.full((rows + 1, ld), fill, dtype)
 
 
@@ -246,8 +252,10 @@ def check_tiles(out: np.ndarray, a: np.ndarray, transpose: bool) -> str | None:
     if not np.array_equal(out[:r, :c], want):
         bad = np.argwhere(out[:r, :c] != want)
         return f"{len(bad)} of {want.size} elements wrong, the first at {tuple(int(i) for i in bad[0])}"
+    from kernel_lab.device.tensor_map import chunk_end
+
     rest = out.copy()
-    rest[:r, :c] = SENTINEL
+    rest[:r, :chunk_end(c, out.dtype.itemsize)] = SENTINEL  # the store writes a row's last 16-byte chunk whole
     if not (rest == SENTINEL).all():
         bad = np.argwhere(rest != SENTINEL)
         return f"{len(bad)} elements written outside the array, the first at {tuple(int(i) for i in bad[0])}"

@@ -3,8 +3,9 @@ assembled for sm_90a without a GPU.
 
 The tiled copy and transpose kernels, their mutants and the layout probe live in scripts/hopper_tma.py
 (the same file runs them on an H100/H200). Sizes that are not multiples of the box test both edges:
-the load reads zeros outside the array, the store writes nothing there (run_tiles pads every array
-with a sentinel that must survive). The swizzle layouts are also held to the PTX ISA's tables.
+the load reads zeros outside the array, the store writes nothing there but the rest of a row's last
+16-byte chunk, as an H200 does (run_tiles pads every array, one chunk more than that, with a sentinel
+that must survive). The swizzle layouts are also held to the PTX ISA's tables.
 """
 
 from __future__ import annotations
@@ -69,6 +70,21 @@ def test_tiled_copy_and_transpose_match_numpy(case):
     out = ht.run_tiles(ht.make_tile_kernel(dtype, transpose), a, box, swizzle, transpose)
     async_copy_sim.check_no_in_flight(out, "tiles")
     assert ht.check_tiles(out, a, transpose) is None, ht.check_tiles(out, a, transpose)
+
+
+@pytest.mark.parametrize("dtype, cols, written", [(np.float32, 3, 1), (np.float32, 45, 3), (np.int8, 70, 10),
+                                                  (np.float32, 8, 0)])
+def test_a_store_writes_the_row_s_last_16_byte_chunk_whole_and_no_further(dtype, cols, written):
+    # as measured on an H200 (scripts/probes/tma_edge_granularity.py): the copy engine writes whole
+    # 16-byte chunks, so the padding after a row's last column, up to the chunk's end, gets the tile's
+    # zeros; the next chunk and the spare row keep the sentinel
+    rows, box = 5, ((16, 32) if dtype == np.float32 else (8, 16))
+    a = ht.test_input(rows, cols, dtype)
+    out = ht.run_tiles(ht.make_tile_kernel(dtype), a, box, 0, False)
+    assert np.array_equal(out[:rows, :cols], a)
+    assert (out[:rows, cols:cols + written] == 0).all()
+    assert (out[:rows, cols + written:] == ht.SENTINEL).all() and (out[rows:] == ht.SENTINEL).all()
+    assert out.shape[1] >= cols + written + 16 // np.dtype(dtype).itemsize  # a chunk to spare, so a wider write shows
 
 
 @pytest.mark.parametrize("swizzle, box", [(32, (8, 8)), (64, (16, 16)), (128, (32, 32))])

@@ -4,9 +4,11 @@ Each check takes the learner's kernel (and, for the copy, the learner's ``tensor
 it again at the sizes of each case (``BOX``, ``SWIZZLE``, ``STAGES``, ``TILE_ELEMS`` of
 ``kernel_lab.hopper_async.tma_tiles``, through ``with_constants``), and moves a random float32 matrix
 through it. The matrices' sides are not multiples of the box, so the boxes at the right and bottom
-edges reach past the matrix: the load must bring zeros there, and the store must write nothing there.
-Each matrix lives in a larger allocation (rows padded to a multiple of 16 bytes, one spare row)
-filled with a sentinel, so a write outside the matrix shows. The output is compared bit for bit.
+edges reach past the matrix: the load must bring zeros there, and the store must write nothing there
+but the rest of each row's last 16-byte chunk, which the copy engine writes whole (measured on an
+H200: kernel_lab.device.tensor_map.chunk_end). Each matrix lives in a larger allocation (rows padded
+to a multiple of 16 bytes and one 16-byte chunk more, one spare row) filled with a sentinel, so a
+write past that chunk shows. The output is compared bit for bit.
 The cases are the same on a GPU and in the simulator (so is the line a check prints): small ones at
 this backend's sizes, and one at the GPU's box, swizzle and stages, which the simulator runs once,
 at 256 threads a block.
@@ -33,6 +35,7 @@ import numpy as np
 
 from .. import progress
 from ..check import CheckFailed
+from ..device.tensor_map import chunk_end
 from ..hopper_async import tma_tiles as tt
 from .hopper_async import run_async
 
@@ -105,13 +108,13 @@ def _run(name, label, launch, maps, rows, cols, sizes, transpose, seconds, hint,
     if not np.array_equal(inside.view(np.uint32), want.view(np.uint32)):
         raise CheckFailed(f"{where}: {_explain(inside, a, transpose, sizes['BOX'])}")
     rest = got.copy()
-    rest[:out_rows, :out_cols] = SENTINEL
+    rest[:out_rows, :chunk_end(out_cols, 4)] = SENTINEL  # the copy engine writes each row's last chunk whole
     if not (rest == SENTINEL).all():
         bad = np.argwhere(rest != SENTINEL)
         raise CheckFailed(f"{where}: {len(bad)} elements written outside the {out_rows} x {out_cols} output, the "
                           f"first at [{int(bad[0][0])}, {int(bad[0][1])}] of its allocation: a store through a plain "
                           "pointer, or a map that describes more than the matrix (the tensor map writes only the "
-                          "part of a box inside it).")
+                          "part of a box inside it, in whole 16-byte chunks).")
 
 
 def _check(name, kernel, make_cases, maps, hint, transpose):

@@ -31,7 +31,13 @@ each box dimension is 1 .. 256 elements; a box row (``cols x element size``) is 
 start is 16-byte aligned and its rows are a multiple of 16 bytes apart; its elements are contiguous
 along a row. (The Programming Guide's swizzle table also lists 128-byte global alignment for the
 swizzle modes; the driver's documentation asks for 16, and so does this check.) Elements
-of the box outside the array are read as zeros and are not written by a store.
+of the box outside the array are read as zeros. A store writes whole 16-byte chunks: where the
+array's last column ends inside a chunk (a row that is not a multiple of 16 bytes), the rest of that
+chunk, which is the row's padding, is written too, with what the tile holds there; nothing past that
+chunk, and no row below the array. Measured on an H200 (scripts/probes/tma_edge_granularity.py:
+37 x 45 float32 rows written 3 columns past the edge, 70 x 130 float16 6, 33 x 70 int8 10, however
+wide the padding); :func:`chunk_end` gives the column where the writes stop, and the model writes
+the same.
 
 Shared-memory layout of a box (:func:`box_offsets`, used by the model and by
 :func:`kernel_lab.device.tma.tma_tile_index`): without swizzle the rows follow each other
@@ -50,7 +56,7 @@ import numpy as np
 from ..environment import on_simulator
 from ..validate import KernelLabArgumentError
 
-__all__ = ["MAX_BOX", "SWIZZLES", "TensorMap2D", "box_offsets", "smem_bytes"]
+__all__ = ["MAX_BOX", "SWIZZLES", "TensorMap2D", "box_offsets", "chunk_end", "smem_bytes"]
 
 MAX_BOX = 256  # elements per box dimension (cuTensorMapEncodeTiled)
 SWIZZLES = (0, 32, 64, 128)  # bytes; 0: no swizzle
@@ -66,6 +72,13 @@ _DATA_TYPES = {
     np.dtype(np.uint64): "UINT64", np.dtype(np.int64): "INT64",
     np.dtype(np.float16): "FLOAT16", np.dtype(np.float32): "FLOAT32", np.dtype(np.float64): "FLOAT64",
 }
+
+
+def chunk_end(cols: int, itemsize: int) -> int:
+    """The column at which a tensor store's writes stop in a row of ``cols`` elements: ``cols``
+    rounded up to a whole 16-byte chunk (the copy engine writes whole chunks)."""
+    per_chunk = max(16 // itemsize, 1)
+    return -(-cols // per_chunk) * per_chunk
 
 
 def swizzle_bytes(swizzle) -> int:
@@ -239,12 +252,18 @@ class TensorMap2D:
         return out
 
     def write_box(self, x: int, y: int, values: np.ndarray) -> None:
-        """The simulator: the part of a box inside the array is written; the rest is dropped."""
+        """The simulator: the part of a box inside the array is written, and, as on a GPU, the rest
+        of the 16-byte chunk that holds a row's last column (the row's padding: see the module's
+        docstring); the rest is dropped."""
         rows, cols = self.box
         r0, r1 = max(y, 0), min(y + rows, self.shape[0])
-        c0, c1 = max(x, 0), min(x + cols, self.shape[1])
+        c0 = max(x, 0)
+        c1 = min(x + cols, chunk_end(self.shape[1], self.dtype.itemsize)) if x < self.shape[1] else c0
         if r0 < r1 and c0 < c1:
-            self._host[r0:r1, c0:c1] = values[r0 - y:r1 - y, c0 - x:c1 - x]
+            # the rows' padding lies inside the pitch (a multiple of 16 bytes, checked at construction)
+            wide = np.lib.stride_tricks.as_strided(self._host, (self.shape[0], max(c1, self.shape[1])),
+                                                   self._host.strides, writeable=True)
+            wide[r0:r1, c0:c1] = values[r0 - y:r1 - y, c0 - x:c1 - x]
 
     def __repr__(self):
         sw = f"{self.swizzle}B" if self.swizzle else "none"

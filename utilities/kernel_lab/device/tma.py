@@ -8,7 +8,8 @@ mbarrier::complete_tx::bytes``). The copy always delivers the whole box, ``tmap.
 (zeros for the elements outside the array), and that is what ``mbarrier_arrive_expect_tx`` announces.
 ``cp_async_bulk_tensor_2d_store(tmap, x, y, src, si)`` writes the box from shared ``src[si:]`` back
 (``cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group``); only the elements inside the array
-are written. It joins the issuing thread's bulk async-group, so ``cp_async_bulk_commit_group()`` and
+are written, in whole 16-byte chunks (a row's last chunk is written whole, its padding included:
+:func:`kernel_lab.device.tensor_map.chunk_end`). It joins the issuing thread's bulk async-group, so ``cp_async_bulk_commit_group()`` and
 ``cp_async_bulk_wait_group_read(0)`` of :mod:`kernel_lab.device.bulk_copy` finish it, and the threads
 that wrote the tile call ``fence_proxy_async_shared()`` before the ``cuda.syncthreads()`` that
 precedes the store, as for ``cp_async_bulk_store``.

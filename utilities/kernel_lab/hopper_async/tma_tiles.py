@@ -112,8 +112,10 @@ BOX, SWIZZLE, STAGES, THREADS, TILE_ELEMS = (constants()[k] for k in ("BOX", "SW
 def device_matrix(rows: int, cols: int, fill=np.nan, host=None):
     """(a device array whose rows are a multiple of 16 bytes apart, plus one spare row, filled with
     ``fill``; its ``rows x cols`` view). A tensor map needs that row pitch; the spare row and the
-    columns past ``cols`` show a write outside the matrix. ``host``: values for the view."""
-    ld = -(-cols // 4) * 4
+    columns past ``cols`` show a write outside the matrix: each row has one 16-byte chunk more than
+    it needs, since a tensor store writes the chunk that holds the last column whole.
+    ``host``: values for the view."""
+    ld = -(-cols // 4) * 4 + 4
     padded = np.full((rows + 1, ld), fill, np.float32)
     if host is not None:
         padded[:rows, :cols] = host
@@ -145,7 +147,7 @@ def tma_copy(src_map, dst_map):
         mbarrier_arrive_expect_tx(bars, 0, BOX * BOX * 4)  # the box's bytes, zeros outside the matrix included
         cp_async_bulk_tensor_2d_load(smem, t0, src_map, x, y, bars, 0)
         mbarrier_wait_parity(bars, 0, 0)  # the box has landed
-        cp_async_bulk_tensor_2d_store(dst_map, x, y, smem, t0)  # only its part inside the matrix is written
+        cp_async_bulk_tensor_2d_store(dst_map, x, y, smem, t0)  # only its part inside the matrix (whole 16-byte chunks)
         cp_async_bulk_commit_group()
         cp_async_bulk_wait_group_read(0)  # the copy engine has read the tile: the block may exit
 
