@@ -10,7 +10,8 @@ values a thread, x4 accesses, two-pass statistics, gamma and beta late) reaches 
 roofline at N = 4096 and 76.8% at 8192 on an H200 for float16 rows (float32: 94%+). At the H200's
 4.3-4.8 TB/s a float16 value (2 bytes read, 2 written) leaves about 30 thread-instructions a value
 at the roofline (132 SMs x 128 a clock x 1.98 GHz over 4 bytes a value), and the package kernel
-issues about 25 (offline SASS, ``--sass``). The variants cut instructions a value:
+issues about 25 (offline SASS, ``--sass``; h200_memory_bound_ncu.py measured 24.6 with Nsight Compute
+and found it issue-bound at 74% of issue slots). The variants cut instructions a value:
 
   x8                 rows of exactly TEAM x 16 values (one compile per row length: no clamps, no
                      bounds tests, 1/N a constant), 16-byte accesses of x and y (eight halves,
@@ -37,7 +38,7 @@ compiles every variant and the package kernel for sm_90 on this machine (Numba's
 stand-in driver, ``ptxas``, ``cuobjdump -sass``) and prints instructions a value (static count up to
 the last EXIT less NOPs, over a thread's values; both sides of a branch count).
 
-Offline (ptxas 13.0, sm_90, 2026-11-28, ``--sass``), SASS instructions a value, N = 4096 / 8192:
+Offline (ptxas 13.0, sm_90, 2026-11-29, ``--sass``), SASS instructions a value, N = 4096 / 8192:
 package kernel 25.3 / 26.6 (40 registers); x8 20.0 / 21.2 (43-44); x8 f16x2 GELU 18.1 / 19.3 (44-48);
 x8 32/thread 16.6 / 16.9 (64); x8 f16x2 GELU 32/thread 14.6 / 14.9 (64); 2 rows/block 17.9 / 19.1
 (64); no spills. Of the 32/thread f16x2 kernel's 14.6, 10.5 are the per-value arithmetic (convert,
