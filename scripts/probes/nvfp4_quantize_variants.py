@@ -46,8 +46,8 @@ The variants (each checked bit for bit, then timed):
   with ``fp8.encode`` on 21 million float32 in [0, 6.5] of both signs, every tie and its 50
   neighbours each side included.
 * ``lean x2``: two blocks a thread (a block of threads apart, all eight 16-byte loads first): 128
-  bytes in flight a thread, the tensor scale and its reciprocal once for two blocks (16.1 a value,
-  8.5 ALU kinds; 55 registers).
+  bytes in flight a thread, the tensor scale and its reciprocal once for two blocks (16.2 a value,
+  8.5 ALU kinds; 60 registers with its fallback, 40 for ``lean``, 39 for the package's).
 * ``lean x1, 128 threads``: the lean kernel in blocks of 128 threads.
 
 NaN inputs are outside every kernel's contract here, the package's included: its block amax
@@ -153,62 +153,74 @@ def build(hot_only: bool = False):
             w |= (float_bits(xv) >> uint32(28 - 4 * j)) & uint32(8 << (4 * j))  # x's sign bit: bit 4j + 3
         return w
 
+    @cuda.jit(device=True, forceinline=True)
+    def load_block(x, v, b, n):
+        if HOT or 16 * b + 16 <= n:  # four 16-byte loads
+            for p in range(4):
+                v[4 * p], v[4 * p + 1], v[4 * p + 2], v[4 * p + 3] = load4(x, 16 * b + 4 * p)
+        elif 16 * b < n:  # the last, partial block: zeros past the end
+            for i in range(16):
+                v[i] = x[16 * b + i] if 16 * b + i < n else float32(0)
+
+    @cuda.jit(device=True, forceinline=True)
+    def lean_block(v, b, n, ts, rts, ts_ok, packed, packed32, scales):
+        if 16 * b >= n:
+            return
+        whole = 16 * b + 16 <= n
+        m = float32(0)
+        for i in range(16):
+            m = max(m, abs(v[i]))
+        hot = False
+        code = int32(0)
+        denom = float32(1)
+        r = float32(1)
+        if whole and ts_ok and m >= TWO_M100:
+            code = e4m3_magnitude_code(divide(divide(m, float32(6), float32(1 / 6)), ts, rts))
+            denom = e4m3_magnitude_value(code) * ts
+            if TWO_M100 <= denom <= TWO_P100:
+                r = float32(1) / denom
+                hot = m * r <= float32(6.5)  # no quotient reaches 7: no saturation
+        if hot:
+            packed32[2 * b] = lean_word(v, 0, denom, r)
+            packed32[2 * b + 1] = lean_word(v, 1, denom, r)
+            scales[b] = uint8(code)
+        elif not HOT:  # every other block: the package's lines
+            c = cuda.local.array(16, int32)
+            code = package_block(v, m, ts, rts, ts_ok, c)
+            if whole:
+                for h in range(2):
+                    w = uint32(0)
+                    for i in range(8):
+                        w |= uint32(c[8 * h + i]) << uint32(4 * i)
+                    packed32[2 * b + h] = w
+            else:
+                for j in range(8):
+                    if 16 * b + 2 * j < n:
+                        packed[8 * b + j] = uint8(c[2 * j] | (c[2 * j + 1] << 4))
+            scales[b] = uint8(code)
+
     def make_lean(BPT):
+        """One block of 16 a thread (BPT 1), or two a block of threads apart (BPT 2), each in its own
+        local array (a 2-D array indexed by a loop counter went to local memory: 128 bytes of stack)."""
+
         @cuda.jit
         def nvfp4_quantize_lean(x, packed, packed32, scales, amax):
             nb = cuda.blockDim.x
-            first = cuda.blockIdx.x * (BPT * nb) + cuda.threadIdx.x
+            b0 = cuda.blockIdx.x * (BPT * nb) + cuda.threadIdx.x
             n = x.size
-            v = cuda.local.array((BPT, 16), float32)
-            for k in range(BPT):  # every load first
-                b = first + k * nb
-                if HOT or 16 * b + 16 <= n:
-                    for p in range(4):
-                        v[k, 4 * p], v[k, 4 * p + 1], v[k, 4 * p + 2], v[k, 4 * p + 3] = load4(x, 16 * b + 4 * p)
-                elif 16 * b < n:
-                    for i in range(16):
-                        v[k, i] = x[16 * b + i] if 16 * b + i < n else float32(0)
+            v0 = cuda.local.array(16, float32)
+            v1 = cuda.local.array(16, float32)
+            load_block(x, v0, b0, n)  # every load first
+            if BPT == 2:
+                load_block(x, v1, b0 + nb, n)
             ts = amax[0] / float32(2688)
             if ts == 0:
                 ts = float32(1)
             ts_ok = TWO_M125 <= ts <= TWO_P125
             rts = float32(1) / ts
-            for k in range(BPT):
-                b = first + k * nb
-                if 16 * b >= n:
-                    continue
-                whole = 16 * b + 16 <= n
-                m = float32(0)
-                for i in range(16):
-                    m = max(m, abs(v[k, i]))
-                hot = False
-                code = int32(0)
-                denom = float32(1)
-                r = float32(1)
-                if whole and ts_ok and m >= TWO_M100:
-                    code = e4m3_magnitude_code(divide(divide(m, float32(6), float32(1 / 6)), ts, rts))
-                    denom = e4m3_magnitude_value(code) * ts
-                    if TWO_M100 <= denom <= TWO_P100:
-                        r = float32(1) / denom
-                        hot = m * r <= float32(6.5)  # no quotient reaches 7: no saturation
-                if hot:
-                    packed32[2 * b] = lean_word(v[k], 0, denom, r)
-                    packed32[2 * b + 1] = lean_word(v[k], 1, denom, r)
-                    scales[b] = uint8(code)
-                elif not HOT:
-                    c = cuda.local.array(16, int32)
-                    code = package_block(v[k], m, ts, rts, ts_ok, c)
-                    if whole:
-                        for h in range(2):
-                            w = uint32(0)
-                            for i in range(8):
-                                w |= uint32(c[8 * h + i]) << uint32(4 * i)
-                            packed32[2 * b + h] = w
-                    else:
-                        for j in range(8):
-                            if 16 * b + 2 * j < n:
-                                packed[8 * b + j] = uint8(c[2 * j] | (c[2 * j + 1] << 4))
-                    scales[b] = uint8(code)
+            lean_block(v0, b0, n, ts, rts, ts_ok, packed, packed32, scales)
+            if BPT == 2:
+                lean_block(v1, b0 + nb, n, ts, rts, ts_ok, packed, packed32, scales)
 
         return nvfp4_quantize_lean
 
