@@ -10,6 +10,12 @@ what, and what a load puts in the box's columns past the edge (0 is the out-of-b
 sentinel would mean it read the padding).
 
     python scripts/probes/tma_edge_granularity.py      # an H100/H200
+
+Result (H200, 2026-11-29): the store wrote past the last column exactly to the end of its 16-byte
+chunk, with the tile's zeros, whatever the padding (one chunk or four more): float32 5 x 3 one
+column, 37 x 45 three, float16 70 x 130 six, int8 33 x 70 ten; 8 x 8 float32 (32-byte rows) none;
+never the row below. Loads filled the columns and rows past the edge with zeros. So the copy
+engine's stores work in whole 16-byte chunks; kernel_lab.device.tensor_map.chunk_end models it.
 """
 
 from __future__ import annotations

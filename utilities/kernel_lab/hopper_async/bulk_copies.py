@@ -181,4 +181,9 @@ def launch_ring_copy(kernel, out, src, *, blocks=None, tile=None, stages=None, t
     """``src.size`` float32, a multiple of 4 (a bulk copy moves multiples of 16 bytes)."""
     tile, stages, threads = tile or TILE, stages or STAGES, threads or THREADS
     blocks = blocks or ring_blocks(src.size, tile=tile)
-    kernel[blocks, threads, 0, 4 * stages * tile](src, out, src.size)
+    smem = 4 * stages * tile
+    if smem > 47 * 1024 and not on_simulator():  # past 48 KB with the barriers: the kernel must opt in
+        from ..tensor_cores.toolchain import set_max_dynamic_shared_memory
+
+        set_max_dynamic_shared_memory(kernel, (src, out, src.size), smem)
+    kernel[blocks, threads, 0, smem](src, out, src.size)
