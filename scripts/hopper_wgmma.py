@@ -29,9 +29,10 @@ compiler-inserted WG.AR in divergent path"). The setmaxnreg kernel assembles wit
 entry (launch_bounds=(384, 1); without it ptxas said "(C7508) ... 'setmaxnreg' ignored; unable to
 determine register count at entry"). sm_80 is refused with kernel_lab's message. Not yet run on a GPU.
 ``--offline`` also compiles and assembles 08.3's kernels (kernel_lab.hopper_async.wgmma_gemm: wgmma_step,
-wgmma_gemm) at the GPU's N = 128; ``--gpu`` also runs them through their checks (kernel_lab.checks.hopper_wgmma).
-Offline they assemble with 96 (wgmma_step) and 164 (wgmma_gemm, 48 KB of static shared memory) registers,
-without a "Performance Loss" line.
+wgmma_gemm, wgmma_gemm_prefetch) at the GPU's N = 128; ``--gpu`` also runs them through their checks
+(kernel_lab.checks.hopper_wgmma). Offline they assemble with 96 (wgmma_step), 164 (wgmma_gemm, 48 KB of
+static shared memory) and 168 (wgmma_gemm_prefetch, its registers ra and rb kept in registers, no local
+memory) registers, without a "Performance Loss" line.
 """
 
 from __future__ import annotations
@@ -272,7 +273,7 @@ def offline(cases=OFFLINE) -> int:
 
 
 def _offline_notebook_kernels(off) -> bool:
-    """08.3's two kernels (the package's copies, kernel_lab.hopper_async.wgmma_gemm) at the GPU's tile
+    """08.3's three kernels (the package's copies, kernel_lab.hopper_async.wgmma_gemm) at the GPU's tile
     width (wgmma_gemm.GPU, N = 128): PTX for sm_90a with their wgmmas, assembled by ptxas."""
     from kernel_lab.hopper_async import wgmma_gemm as wg
     from numba import types
@@ -281,9 +282,10 @@ def _offline_notebook_kernels(off) -> bool:
     u16, u32, f32 = (types.Array(t, 2, "C") for t in (types.uint16, types.uint32, types.float32))
     n = wg.GPU["N"]
     ok = True
-    for kernel, sig, count in ((wg.wgmma_step, (u16, u16, f32), 1), (wg.wgmma_gemm, (u32, u32, f32), 4)):
+    for kernel, sig, count in ((wg.wgmma_step, (u16, u16, f32), 1), (wg.wgmma_gemm, (u32, u32, f32), 4),
+                               (wg.wgmma_gemm_prefetch, (u32, u32, f32), 4)):
         name = kernel.py_func.__name__
-        ptx, _ = cuda.compile_ptx(wg.with_constants(kernel, N=n).py_func, sig, cc=(9, 0, "a"))
+        ptx, _ = cuda.compile_ptx(wg.with_constants(kernel, **wg.tile_constants(n)).py_func, sig, cc=(9, 0, "a"))
         shape = f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16"
         found = ptx.count(shape)
         if found < count or "wgmma.commit_group.sync.aligned" not in ptx:
@@ -303,7 +305,9 @@ def _gpu_notebook_kernels() -> int:
 
     return off.run_checks("08.3 ", [("descriptors", lambda: checks.check_descriptors(wg.make_desc, wg.tile_descriptors)),
                                     ("wgmma_step", lambda: checks.check_wgmma_step(wg.wgmma_step)),
-                                    ("wgmma_gemm", lambda: checks.check_wgmma_gemm(wg.wgmma_gemm))])
+                                    ("wgmma_gemm", lambda: checks.check_wgmma_gemm(wg.wgmma_gemm)),
+                                    ("wgmma_gemm_prefetch",
+                                     lambda: checks.check_wgmma_gemm_prefetch(wg.wgmma_gemm_prefetch))])
 
 
 def gpu() -> int:

@@ -14,6 +14,8 @@ values in float32, in an order of their own (``kernel_lab.check.tolerance``: u (
 * ``check_wgmma_step(kernel)``: Exercise 2's kernel at N = 32, 64 and the GPU's 128.
 * ``check_wgmma_gemm(kernel)``: Exercise 3's kernel, small cases at this backend's N and the GPU's
   tile once (the simulator runs it too).
+* ``check_wgmma_gemm_prefetch(kernel)``: Exercise 4's kernel (the next K-tile fetched into registers
+  before the wgmmas, placed after the wait), through the same cases; its hint is about that order.
 
 In the simulator a protocol mistake stops the kernel with the model's message (no fence before the
 first wgmma, an accumulator read before the wait that covers it, groups never committed or waited
@@ -46,6 +48,10 @@ STEP_HINT = ("wgmma_fence(), then wgmma_mma_async_f16(desc_a, desc_b, wgmma_acc_
 GEMM_HINT = ("K-tile kt is in stage kt % 2; its four wgmmas start 32 bytes apart along the 128-byte rows (SBO = "
              "1024, swizzle 128); commit, then wgmma_wait_group(1) and a barrier before the other stage is "
              "overwritten with K-tile kt + 1; wgmma_wait_group(0) after the loop, before the store.")
+
+PREFETCH_HINT = ("before K-tile kt's wgmmas, fetch(a, b, row0, col0, (kt + 1) * KW, ra, rb) when kt + 1 < ktiles; "
+                 "after the commit, wgmma_wait_group(1) and cuda.syncthreads(), and only then place(sa, sb, 1 - s, "
+                 "ra, rb) and fence_proxy_async_shared(), then cuda.syncthreads() before the next K-tile's wgmmas.")
 
 FIELDS = (("start address", 0), ("LBO", 16), ("SBO", 32))
 
@@ -214,24 +220,30 @@ def _gemm_candidates(a, b):
     last = a[:, k - wg.BK:] @ b[k - wg.BK:]
     first_steps = sum(a[:, t:t + 16] @ b[t:t + 16] for t in tiles)
     last_step = a[:, k - 16:] @ b[k - 16:]
-    return [("each K-tile's first 16 columns, four times: the four wgmmas of a K-tile read the same K-step "
-             "(each starts 32 bytes further along the row: start + 32 * ks)", still),
+    behind = a[:, :wg.BK] @ b[:wg.BK] + sum(a[:, t:t + wg.BK] @ b[t:t + wg.BK] for t in tiles[:-1])
+    found = [("each K-tile's first 16 columns, four times: the four wgmmas of a K-tile read the same K-step "
+              "(each starts 32 bytes further along the row: start + 32 * ks)", still),
             ("the last K-tile's product alone: the accumulators started again in each K-tile (chain acc "
-             "through every wgmma, scale_d = 1)", last),
+              "through every wgmma, scale_d = 1)", last),
             ("the first K-step of each K-tile alone: only one wgmma a K-tile counted", first_steps),
             ("the last K-step's product alone: every wgmma started the sum again (scale_d = 1 adds to the "
-             "accumulators; 0 overwrites them)", last_step)]
+              "accumulators; 0 overwrites them)", last_step)]
+    if k > wg.BK:  # with one K-tile, "one behind" is the right product
+        found.append(("the K-tiles one behind: K-tile 0 counted twice and the last one never (the loop loads "
+                      "K-tile kt into the other stage, where K-tile kt + 1 belongs)", behind))
+    return found
 
 
-def check_wgmma_gemm(kernel, name: str = "wgmma GEMM") -> None:
+def check_wgmma_gemm(kernel, name: str = "wgmma GEMM", hint: str = GEMM_HINT) -> None:
     """Exercise 3: ``kernel(a, b, c)``, a block's 64 x N tile of ``C = A B`` over all of K, launched
-    by ``wgmma_gemm.launch_gemm`` (A and B transposed as uint32 words)."""
+    by ``wgmma_gemm.launch_gemm`` (A and B transposed as uint32 words). The kernel is compiled at
+    each case's width with ``wgmma_gemm.tile_constants`` (``N``, and ``B_LOADS`` where it reads it)."""
     from numba import cuda
 
     cases = []
     for sizes, seconds in ((wg.constants(), SMALL_S), (wg.GPU, GPU_SIZES_S)):
         n = sizes["N"]
-        k = wg.with_constants(kernel, N=n)
+        k = wg.with_constants(kernel, **wg.tile_constants(n))
         if seconds == GPU_SIZES_S:
             cases.append(("the GPU's tile, 2 K-tiles", k, n, (wg.M_TILE, n, 2 * wg.BK), seconds))
         else:
@@ -242,11 +254,19 @@ def check_wgmma_gemm(kernel, name: str = "wgmma GEMM") -> None:
         a16, b16, bt16 = wg.gemm_inputs(m, nn, kk, seed)
         d_c = cuda.to_device(np.full((m, nn), np.nan, np.float32))
         d_a, d_bt = cuda.to_device(a16), cuda.to_device(bt16)
-        _launch(where, seconds, GEMM_HINT, lambda: wg.launch_gemm(k, d_c, d_a, d_bt, n_tile=n))  # noqa: B023
+        _launch(where, seconds, hint, lambda: wg.launch_gemm(k, d_c, d_a, d_bt, n_tile=n))  # noqa: B023
         a, b = a16.astype(np.float64), b16.astype(np.float64)
-        _compare(where, d_c.copy_to_host(), a, b, _gemm_candidates(a, b), GEMM_HINT)
+        _compare(where, d_c.copy_to_host(), a, b, _gemm_candidates(a, b), hint)
     progress.passed(name)
     print(f"{name}: correct for all {len(cases)} cases ({', '.join(c[0] for c in cases)})")
 
 
-__all__ = ["check_descriptors", "check_wgmma_gemm", "check_wgmma_step"]
+def check_wgmma_gemm_prefetch(kernel, name: str = "wgmma GEMM, prefetch") -> None:
+    """Exercise 4: ``kernel(a, b, c)``, Exercise 3's product with the next K-tile fetched into
+    registers (``wgmma_gemm.fetch``) before the wgmmas and placed (``wgmma_gemm.place``) after the
+    wait: the cases of :func:`check_wgmma_gemm`. In the simulator, registers placed into a stage
+    that a wgmma still reads are named (the model reads the tiles at issue and again at the wait)."""
+    check_wgmma_gemm(kernel, name, PREFETCH_HINT)
+
+
+__all__ = ["check_descriptors", "check_wgmma_gemm", "check_wgmma_gemm_prefetch", "check_wgmma_step"]

@@ -22,10 +22,16 @@ tests/test_package_copies.py), so that the checks' tests and later notebooks can
   eight), staged in two stages of 64-wide K-tiles in shared memory with the 128-byte swizzle; each
   K-tile is four wgmmas whose descriptors start 32 bytes further along K; one group stays in flight
   (``wgmma_wait_group(1)``) while the threads load the next K-tile into the other stage.
+* ``wgmma_gemm_prefetch(a, b, c)``: the same K loop with ``load_stage`` split in two: ``fetch`` of
+  K-tile kt + 1 into registers is issued *before* K-tile kt's wgmmas, and ``place`` stores the
+  registers to the other stage after ``wgmma_wait_group(1)`` and the barrier, so the global loads'
+  latency runs while the tensor cores work (Exercise 4).
 
-``load_stage`` (the threads' 16-byte copies of a K-tile into the swizzled layout) and the launchers
-are the package's own: the learner calls them. ``N`` (the tile's width) is a module constant the
-kernels read, the GPU's or the simulator's; ``with_constants`` compiles a kernel again with another.
+``load_stage`` (the threads' 16-byte copies of a K-tile into the swizzled layout), ``fetch`` and
+``place`` (the same copies in two halves, through registers) and the launchers are the package's
+own: the learner calls them. ``N`` (the tile's width) is a module constant the kernels read, the
+GPU's or the simulator's, and ``B_LOADS`` (a thread's 16-byte chunks of B's K-tile) follows it;
+``with_constants(kernel, **tile_constants(n))`` compiles a kernel again at width ``n``.
 """
 
 from __future__ import annotations
@@ -55,21 +61,28 @@ __all__ = [
     "M_TILE",
     "SIM",
     "THREADS",
+    "A_LOADS",
+    "B_LOADS",
     "N",
     "as_words",
     "constants",
     "describe_kernel",
+    "fetch",
     "gemm_inputs",
     "launch_gemm",
     "launch_step",
     "load_stage",
     "make_desc",
+    "place",
+    "resources",
     "smem_start",
     "step_inputs",
     "step_kernel",
     "store_fragment",
+    "tile_constants",
     "tile_descriptors",
     "wgmma_gemm",
+    "wgmma_gemm_prefetch",
     "wgmma_step",
     "with_constants",
 ]
@@ -91,6 +104,13 @@ def constants(simulator: bool | None = None) -> dict:
 
 
 N = constants()["N"]
+A_LOADS = M_TILE * 8 // THREADS  # a thread's 16-byte chunks of A's K-tile (8 a 128-byte row): 4
+B_LOADS = N * 8 // THREADS  # ... of B's: 8 at N = 128, 2 at the simulator's N = 32
+
+
+def tile_constants(n: int) -> dict:
+    """The module constants that follow the tile's width ``n``: ``N`` and ``B_LOADS``."""
+    return dict(N=n, B_LOADS=n * 8 // THREADS)
 
 
 @cuda.jit(device=True)
@@ -206,6 +226,76 @@ def wgmma_gemm(a, b, c):
     store_fragment(acc, c, row0, col0)
 
 
+# --- exercise 4: the next K-tile's loads before this K-tile's wgmmas ------------------------------
+
+@cuda.jit(device=True)
+def fetch(a, b, row0, col0, w0, ra, rb):
+    """This thread's 16-byte chunks of the K-tile that starts at word ``w0`` (A's rows ``row0 ..``, B
+    transposed's rows ``col0 ..``) into registers: chunk ``i = tid + 128 u`` of a tile (row ``i // 8``,
+    chunk ``i % 8`` of the row) into ``ra[u]`` or ``rb[u]``, local arrays of ``(A_LOADS, 4)`` and
+    ``(B_LOADS, 4)`` uint32. Nothing waits for the loads here: the first use of the registers
+    (``place``) does."""
+    tid = cuda.threadIdx.x
+    for u in range(ra.shape[0]):
+        i = tid + 128 * u
+        v0, v1, v2, v3 = load4(a, (row0 + i // 8, w0 + 4 * (i % 8)))
+        ra[u, 0], ra[u, 1], ra[u, 2], ra[u, 3] = v0, v1, v2, v3
+    for u in range(rb.shape[0]):
+        i = tid + 128 * u
+        v0, v1, v2, v3 = load4(b, (col0 + i // 8, w0 + 4 * (i % 8)))
+        rb[u, 0], rb[u, 1], rb[u, 2], rb[u, 3] = v0, v1, v2, v3
+
+
+@cuda.jit(device=True)
+def place(sa, sb, stage, ra, rb):
+    """The registers of :func:`fetch` into stage ``stage`` of ``sa`` and ``sb``, in the 128-byte
+    swizzle (chunk ``j`` of row ``r`` into chunk ``j ^ (r % 8)``), as ``load_stage`` stores them."""
+    tid = cuda.threadIdx.x
+    for u in range(ra.shape[0]):
+        i = tid + 128 * u
+        r, j = i // 8, i % 8
+        store4(sa, (stage, r, 4 * (j ^ (r % 8))), ra[u, 0], ra[u, 1], ra[u, 2], ra[u, 3])
+    for u in range(rb.shape[0]):
+        i = tid + 128 * u
+        r, j = i // 8, i % 8
+        store4(sb, (stage, r, 4 * (j ^ (r % 8))), rb[u, 0], rb[u, 1], rb[u, 2], rb[u, 3])
+
+
+@cuda.jit
+def wgmma_gemm_prefetch(a, b, c):
+    sa = cuda.shared.array((2, M_TILE, KW), np.uint32, alignment=1024)
+    sb = cuda.shared.array((2, N, KW), np.uint32, alignment=1024)
+    ra = cuda.local.array((A_LOADS, 4), np.uint32)  # this thread's chunks of the next K-tile: registers
+    rb = cuda.local.array((B_LOADS, 4), np.uint32)
+    row0, col0 = cuda.blockIdx.x * M_TILE, cuda.blockIdx.y * N
+    ktiles = a.shape[1] // KW
+    acc = wgmma_acc_f32(N)
+    fetch(a, b, row0, col0, 0, ra, rb)  # K-tile 0 into stage 0, through the registers
+    place(sa, sb, 0, ra, rb)
+    fence_proxy_async_shared()
+    cuda.syncthreads()
+    for kt in range(ktiles):
+        s = kt % 2
+        if kt + 1 < ktiles:
+            fetch(a, b, row0, col0, (kt + 1) * KW, ra, rb)  # issued now; the data arrives while the wgmmas run
+        start_a, start_b = smem_start(sa, (s, 0, 0)), smem_start(sb, (s, 0, 0))
+        wgmma_fence()
+        for ks in range(4):
+            desc_a = make_desc(start_a + 32 * ks, 16, 1024, 128)
+            desc_b = make_desc(start_b + 32 * ks, 16, 1024, 128)
+            acc = wgmma_mma_async_f16(desc_a, desc_b, acc, 1)
+        wgmma_commit_group()
+        wgmma_wait_group(1)  # K-tile kt - 1's group has completed: stage 1 - s is free
+        cuda.syncthreads()  # ... for every thread
+        if kt + 1 < ktiles:
+            place(sa, sb, 1 - s, ra, rb)  # the registers wait for their loads here, not before the wgmmas
+            fence_proxy_async_shared()
+        cuda.syncthreads()
+    wgmma_wait_group(0)
+    acc = wgmma_fence_operand(acc)
+    store_fragment(acc, c, row0, col0)
+
+
 # --- host side: inputs, layouts, launchers, and the checks' kernels -----------------------------
 
 def step_inputs(n: int, seed: int = 0):
@@ -248,6 +338,23 @@ def launch_gemm(kernel, c, a, bt, *, n_tile=None):
         raise ValueError(f"the tile GEMM takes M a multiple of {M_TILE}, N of {n_tile} and K of {BK}; "
                          f"got {m} x {n} x {k}")
     kernel[(m // M_TILE, n // n_tile), THREADS](as_words(a), as_words(bt), c)
+
+
+def resources(kernel) -> str:
+    """``"164 registers a thread, 3 blocks an SM"`` for a kernel that has run once (its first compiled
+    version), the blocks of 128 threads that fit on an SM at once (the driver's occupancy calculator,
+    with the kernel's registers and static shared memory). On a GPU only: the simulator has neither."""
+    if on_simulator():
+        return "registers a thread and blocks an SM: on a GPU only"
+    try:
+        compiled = next(iter(kernel.overloads.values()))
+        sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
+        blocks = compiled.max_cooperative_grid_blocks(THREADS) // sms
+        local = compiled.local_mem_per_thread
+        return (f"{compiled.regs_per_thread} registers a thread"
+                + (f", {local} bytes of local memory a thread" if local else "") + f", {blocks} blocks an SM")
+    except Exception as exc:  # noqa: BLE001 - an informative extra; never fail a measurement for it
+        return f"registers a thread and blocks an SM: not available ({type(exc).__name__})"
 
 
 def describe_kernel(tile_descriptors):
