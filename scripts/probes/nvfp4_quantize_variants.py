@@ -3,6 +3,7 @@
     PYTHONPATH=utilities python3 scripts/probes/nvfp4_quantize_variants.py            # GPU: check, then time
     NUMBA_ENABLE_CUDASIM=1 PYTHONPATH=utilities python3 scripts/probes/nvfp4_quantize_variants.py --sim
     python3 scripts/probes/nvfp4_quantize_variants.py --sass    # no GPU: offline sm_90 SASS counts
+    PYTHONPATH=utilities python3 scripts/probes/nvfp4_quantize_variants.py --model   # no GPU: the code's rounding
 
 The question. 05.4's last kernel (``nvfp4_quantize_blocks``, one block of 16 values a thread, its
 quotients from one reciprocal and two FMAs) is the package's best and measured 73.1% of the copy
@@ -34,20 +35,23 @@ The variants (each checked bit for bit, then timed):
   and whose largest quotient ``m / denom`` is at most 6.5 (no saturation possible: the E2M1 grid
   rounds below 7 to at most 6). In it: the quotient's two FMA corrections without ``divide``'s guard
   (the guard keeps -0's sign and an overflowing quotient; here the sign is taken from ``x`` itself
-  and no quotient overflows); the code by the float adder alone: ``M = 2^(e + 22)`` with ``e`` the
-  exponent of ``max(|q|, 1)`` (one LOP3 and one integer max on the bits, then a multiply), ``g = (|q|
-  + M) - M`` is ``|q|`` rounded to E2M1's step in its binade (0.5, 1 or 2), to nearest, ties to even
-  (``M / step = 2^23`` is even), exactly; ``g * 2^-126`` (exact, a subnormal for g = 0.5) has the
-  E2M1 code in bits 22-24 and zeros elsewhere, so one shift-and-add puts it in the word; the sign
-  bit of ``x`` goes in with a shift and a mask. Every other block (partial, tiny, saturated scales,
-  infinities) takes the package's code unchanged, so outputs are the package's bit for bit.
-  Its hot path (``--sass``): 16.6 instructions a value, 8.4 of them ALU kinds, 6.3 FMA kinds (ptxas
-  folds ``M``'s multiply into the two adds as exact FFMAs). A NumPy model of the rounding agrees
-  with ``fp8.encode`` on 21 million float32 in [0, 6.5] of both signs, every tie and its 50
-  neighbours each side included.
+  and no quotient overflows); the code from the float adder and the integer unit: ``M = 2^(e + 22)``
+  with ``e`` the exponent of ``max(|q|, 1)`` (one LOP3 and one integer max on the bits), ``t = |q| +
+  M`` (one FFMA: ptxas folds ``M``'s exact multiply into the add) holds ``k``, the number of E2M1
+  steps (0.5, 1 or 2 in the three binades) in ``|q|`` rounded to nearest, ties to even, in its low
+  bits: ``bits(t) = bits(M) + k`` since ``t < 2M``, and ``k``'s parity is the code's. The code is
+  ``k + 2e``: with ``s = bits(t) >> 23 = 149 + e``, ``bits(t) - (s (2^23 - 2) + 298)`` (a shift and
+  an IMAD; the 298s of a word fold into one constant); a second IMAD puts it in its nibble; the
+  sign bit of ``x`` goes in with a shift and a LOP3. Every other block (partial, tiny, saturated
+  scales, infinities) takes the package's code unchanged, so outputs are the package's bit for bit.
+  Its hot path (``--sass``): 18.9 instructions a value, 9.3 of them ALU kinds, 7.8 FMA kinds.
+  ``--model`` runs the same arithmetic in NumPy against ``fp8.encode`` on 11.5 million float32 of
+  both signs (every float32 within 2^16 ulps of each tie, of 1, 2 and 4 where ``e`` changes, of 0, 6
+  and 6.5, and 2^22 random ones in [0, 6.5]): all agree; once, offline, every float32 in [-6.5, 6.5]
+  (2.17 billion) agreed too.
 * ``lean x2``: two blocks a thread (a block of threads apart, all eight 16-byte loads first): 128
-  bytes in flight a thread, the tensor scale and its reciprocal once for two blocks (16.2 a value,
-  8.5 ALU kinds; 60 registers with its fallback, 40 for ``lean``, 39 for the package's).
+  bytes in flight a thread, the tensor scale and its reciprocal once for two blocks (18.5 a value,
+  9.4 ALU kinds; 60 registers with its fallback, 40 for ``lean``, 39 for the package's).
 * ``lean x1, 128 threads``: the lean kernel in blocks of 128 threads.
 
 NaN inputs are outside every kernel's contract here, the package's included: its block amax
@@ -59,7 +63,8 @@ one (saturated scales, quotients far above 6) and blocks from 2^-140 to 2^120.
 On a GPU: each variant's check, then its output on the notebook's 2^26 activations (and with a
 third of their amax) compared with the package's bit for bit, then ``kl.benchmark`` at 2^26 values
 (4.5625 bytes a value) beside the package's. Under ``--sim`` the checks only, at the simulator's
-sizes. ``--only TEXT`` keeps the variants whose name contains TEXT.
+sizes. ``--model`` the NumPy model of ``lean_word``'s code (no GPU, seconds). ``--only TEXT`` keeps
+the variants whose name contains TEXT.
 
 Prediction: with the ALU pipe at about 40% of what it was, every lean variant is held by memory:
 85-95% of the copy roofline (the dequantizers, a lookup and a multiply a value, measured 86-91%),
@@ -67,7 +72,24 @@ Prediction: with the ALU pipe at about 40% of what it was, every lean variant is
 sm__pipe_alu_cycles_active, sm__pipe_fma_cycles_active) and the L1 wavefronts of the 64-byte-strided
 16-byte loads are the next things to read.
 
-Result: not yet measured on a GPU (written 2026-11-29 from the offline counts above).
+What went wrong in the first version (commits e94c088, f7157cc). It took the code from ``g = (|q| +
+M) - M`` (exact) and ``g * 2^-126``, whose bits hold the code in bits 22-24, shifted into the word:
+``w += bits >> (22 - 4j)`` for values 0-5 of a word, ``w += bits << (4j - 22)`` for values 6 and 7. It
+passed in the simulator and failed on the H200: in the notebook's "ties" case codes 0.11.x came out
+0.00.0 for x = 3.5, 5, 5.5 and -3.5, values 6, 7, 15 and 22 of the tensor (6 and 7 of a word), and
+58,904 of 524,288 bytes differed with the saturated scales. Not fastmath: these kernels are compiled without it, the PTX has no ``.ftz`` and
+``2^-126 g`` is normal for every code but 1. The PTX is right (16 multiplies by 2^-126 a block, each
+shifted and added); ptxas 13.0 at -O2 and -O3 drops the two left-shifted terms of each word, the
+whole chain that computes them included (12 of the 16 FFMA pairs and multiplies are left; -O0 and
+-O1 keep all 16). Changing one of the pair (``|`` for ``+``, another shift, ``mul.rn`` for the
+multiply) brings them back, and a small kernel with the same eight lines keeps them, so it depends
+on the surrounding code. The simulator runs the Python and cannot see it. The form above has no
+left-shifted float bits and no ``(a + M) - M``, and ``--sass`` now counts the rounding FFMAs of
+every variant's hot path and fails unless each value has one (it reports 12 of 16 for the first
+version).
+
+Result: the first version's GPU run (above) was wrong; the present one is not yet measured on a GPU
+(written 2026-11-29 from the offline counts above, the checks of ``--sim`` and ``--model``).
 """
 
 from __future__ import annotations
@@ -112,7 +134,6 @@ def build(hot_only: bool = False):
     TWO_M100, TWO_P100 = float32(2.0 ** -100), float32(2.0 ** 100)
     TWO_M125, TWO_P125 = float32(2.0 ** -125), float32(2.0 ** 125)
     MAGIC_UNIT = float32(4194304.0)  # 2^22: M = 2^e * 2^22 has an ulp of 2^(e - 1), E2M1's step
-    TO_CODE = float32(2.0 ** -126)  # E2M1's exponent bias 1 onto float32's 127: bits 22-24 = the code
 
     @cuda.jit(device=True, forceinline=True)
     def package_block(v, m, ts, rts, ts_ok, c):
@@ -136,22 +157,24 @@ def build(hot_only: bool = False):
 
     @cuda.jit(device=True, forceinline=True)
     def lean_word(v, h, denom, r):
-        """Eight codes (values 8h .. 8h + 7 of the block) as one word, on the fast path."""
+        """Eight codes (values 8h .. 8h + 7 of the block) as one word, on the fast path (|q| < 7).
+        The float adder rounds: t = |q| + M with M = 2^(e + 22), e the exponent of max(|q|, 1), keeps
+        k = round(|q| / 2^(e - 1)) steps of E2M1's grid above M, to nearest even, in its low bits
+        (bits(t) = bits(M) + k, as t < 2M). Then code = k + 2e, read from t's bits alone: with
+        s = bits(t) >> 23 = 149 + e, bits(t) - (s (2^23 - 2) + 298) = k + 2s - 298 = code (no
+        integer wraps). No subtraction of M in floating point, no subnormal: t is the only float
+        whose bits are read."""
         w = uint32(0)
+        sgn = uint32(0)
         for j in range(8):
             xv = v[8 * h + j]
             q0 = xv * r
             q = cuda.fma(cuda.fma(-denom, q0, xv), r, q0)  # exactly rounded x / denom (Markstein)
             e = max(float_bits(q) & uint32(0x7F800000), uint32(0x3F800000))  # 2^e, e of max(|q|, 1)
-            big = bits_float(e) * MAGIC_UNIT
-            y = ((abs(q) + big) - big) * TO_CODE  # |q| on E2M1's grid, to nearest even; bits = code << 22
-            cb = float_bits(y)
-            if j <= 5:  # '+', not '|': the fields are disjoint, and an add takes the shift with it (LEA.HI)
-                w += cb >> uint32(22 - 4 * j)
-            else:
-                w += cb << uint32(4 * j - 22)
-            w |= (float_bits(xv) >> uint32(28 - 4 * j)) & uint32(8 << (4 * j))  # x's sign bit: bit 4j + 3
-        return w
+            tb = float_bits(abs(q) + bits_float(e) * MAGIC_UNIT)  # M + k steps, rounded to nearest even
+            w += (tb - ((tb >> uint32(23)) * uint32(0x7FFFFE) + uint32(298))) << uint32(4 * j)  # code, nibble j
+            sgn |= (float_bits(xv) >> uint32(28 - 4 * j)) & uint32(8 << (4 * j))  # x's sign bit: bit 4j + 3
+        return w | sgn
 
     @cuda.jit(device=True, forceinline=True)
     def load_block(x, v, b, n):
@@ -333,6 +356,35 @@ def same_as_package(name, launch, ref, x, amax_value):
     return bad
 
 
+def lean_code_model(q):
+    """``lean_word``'s code for float32 ``q`` (|q| < 7), in NumPy: the same adds, shifts and products
+    on the same float32 and uint32 values (NumPy's float32 add rounds to nearest even, as the FFMA)."""
+    q = np.asarray(q, np.float32)
+    bits = q.view(np.uint32)
+    e = np.maximum(bits & np.uint32(0x7F800000), np.uint32(0x3F800000))
+    tb = (np.abs(q) + e.view(np.float32) * np.float32(4194304.0)).view(np.uint32)
+    code = tb - ((tb >> np.uint32(23)) * np.uint32(0x7FFFFE) + np.uint32(298))
+    return (code | ((bits >> np.uint32(28)) & np.uint32(8))).astype(np.uint8)
+
+
+def check_code_model(reach: int = 1 << 16) -> bool:
+    """The model against ``fp8.encode`` (the reference's E2M1 code) on every float32 within ``reach``
+    ulps of each E2M1 tie (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5), of each edge where e changes (1, 2, 4),
+    of 0, 6 and 6.5, both signs, and 2^22 random float32 in [0, 6.5]. True if all agree."""
+    from kernel_lab.quant import fp8 as F
+
+    points = np.float32([0, 0.25, 0.75, 1, 1.25, 1.75, 2, 2.5, 3.5, 4, 5, 6, 6.5]).view(np.uint32).astype(np.int64)
+    near = (points[:, None] + np.arange(-reach, reach + 1)[None, :]).ravel()
+    near = near[(near >= 0) & (near <= int(np.float32(6.5).view(np.uint32)))]
+    rng = np.random.default_rng(3)
+    u = np.concatenate([near, rng.integers(0, int(np.float32(6.5).view(np.uint32)) + 1, 1 << 22)]).astype(np.uint32)
+    x = np.concatenate([u, u | np.uint32(0x80000000)]).view(np.float32)
+    bad = int(np.sum(lean_code_model(x) != F.encode(x, F.E2M1)))
+    print(f"lean_word's code (NumPy model) against fp8.encode: {x.size} float32 in [-6.5, 6.5], "
+          f"every tie and edge +-{reach} ulps: {'all agree' if not bad else f'{bad} differ: WRONG'}")
+    return not bad
+
+
 # ================================================================================================
 # offline SASS counts (--sass)
 
@@ -376,6 +428,7 @@ def sass_counts() -> int:
     sig = (f32, u8, u32, u8, f32)
     print("hot path of a whole block with normal scales; per value = a thread's count / (16 x blocks a thread)")
     print(f"{'kernel':<24} {'regs':>4} {'instr':>5} {'/value':>7} {'ALU-class':>9} {'FMA-class':>9} {'/byte':>6}")
+    failed = False
     with tempfile.TemporaryDirectory() as tmp:
         for name, (kernel, bpt, _) in build(hot_only=True).items():
             ptx, _ = cuda.compile(kernel.py_func, sig, cc=(9, 0), output="ptx", device=False, abi="numba")
@@ -396,8 +449,13 @@ def sass_counts() -> int:
             for o in ops:
                 hist[o] = hist.get(o, 0) + 1
             print("    " + ", ".join(f"{o} {k}" for o, k in sorted(hist.items(), key=lambda t: -t[1])))
+            if name != "package":  # each value's rounding is one FFMA by 2^22 (M's multiply folded in)
+                rounded = sum(1 for i in ins if re.match(r"FFMA \S+, \S+, 4194304, \|", i))
+                lost = rounded != values
+                failed |= lost
+                print(f"    values rounded in the SASS: {rounded} of {values}" + ("  <- code lost: WRONG" if lost else ""))
     print("budget on an H200 at 85% of 4.29 TB/s: about 42 issue slots a value, 21 of them on the ALU pipe")
-    return 0
+    return 1 if failed else 0
 
 
 # ================================================================================================
@@ -407,6 +465,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sim", action="store_true", help="the checks only, in the simulator")
     p.add_argument("--sass", action="store_true", help="offline sm_90 SASS counts (no GPU)")
+    p.add_argument("--model", action="store_true", help="lean_word's code in NumPy against fp8.encode (no GPU)")
     p.add_argument("--only", default="", help="only the variants whose name contains this text")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -421,6 +480,8 @@ def main() -> int:
             return subprocess.call([sys.executable, __file__, "--sass", "--child"], env=stand_in_environment())
         return sass_counts()
 
+    if args.model:
+        return 0 if check_code_model() else 1
     env = kl.setup(quiet=True)
     if env.simulator != args.sim:
         print("run with --sim under the simulator (NUMBA_ENABLE_CUDASIM=1), without it on a GPU")
