@@ -16,6 +16,7 @@ without the row max", ...), before the checker's general explanation.
 * :func:`check_layernorm_gelu`: ``launch(y, mean, rstd, x, gamma, beta)``, float32 or float16;
   :func:`check_gelu_fast`, :func:`check_team_sum` and :func:`check_team_threads`: the pieces of
   03.3's team kernel (GELU with the hardware's tanh, a team's sum, the team sized to the row);
+  :func:`check_x8_team`: which float16 rows 03.3's exercise 7 (eight halves an access) takes;
 * :func:`check_epilogue`: ``launch(c, a, b, aux)`` for an epilogue of :mod:`kernel_lab.fusion.epilogues`;
 * :func:`check_row_softmax`: ``launch(out, a, b)`` -> ``softmax(a @ b)`` row by row.
 """
@@ -563,6 +564,16 @@ def _ln_access_outside(name, exc, x_shape):
     text = str(exc)
     first = text.strip().splitlines()[0]
     site = next((ln.strip() for ln in text.splitlines() if ln.strip().startswith("at ")), "")
+    eight = "load8" in text or "store8" in text
+    if isinstance(exc, MisalignedVectorAccess) and "multiple of" in text and eight:
+        hint = ("load8 and store8 take the column of a group's first half: 8 (t + T j) for group j of thread t, a "
+                "multiple of 8. t + T j counts groups of eight, not columns.")
+        return CheckFailed(f"{name}: {first}" + (f"\n  {site}" if site else "") + "\nHint: " + hint)
+    if isinstance(exc, MisalignedVectorAccess) and "past the end" in text and eight:
+        hint = ("the kernel of 16-byte accesses has no clamp and no test: a block of TEAM threads covers exactly "
+                "TEAM x GROUPS x 8 columns, so it may only be given rows of that length. x8_team must return "
+                "n / values threads only for a row that they hold exactly (0 sends the row to the team kernel).")
+        return CheckFailed(f"{name}: {first}" + (f"\n  {site}" if site else "") + "\nHint: " + hint)
     if isinstance(exc, MisalignedVectorAccess) and "multiple of" in text:
         hint = ("load4 and store4 take the column of a group's first value: 4 q (W * q) for group q, a multiple "
                 "of 4, where q counts groups of four. A row whose length is not a multiple of 4 takes one value "
@@ -718,8 +729,8 @@ def check_layernorm_gelu(launch, *, name="LayerNorm + GELU", dtype="float32", ma
                     explained |= (np.abs(candidate - got4) <= tol).all(axis=2)
             if not explained.all():
                 return None
-            return ("the values of a group of four are in the wrong registers or columns: v[4 j + i] is column "
-                    "4 q + i, as load4 fills v and as store4 writes y.")
+            return ("the values of a group are in the wrong registers or columns: v[4 j + i] is column 4 q + i, as "
+                    "load4 fills v and as store4 writes y (with load8 and store8, v[8 j + i] is column 8 (t + T j) + i).")
 
         def rows_unwritten(got, r=r):
             missing = is_poison(got)
@@ -921,6 +932,53 @@ def check_team_threads(team_threads, *, values, limit, name="team_threads") -> N
                               "n / values rounded up, not n / values + 1).")
     progress.passed(name)
     print(f"{name}: the right team for every row length checked from 1 to {limit} ({values} values a thread)")
+
+
+def check_x8_team(x8_team, *, values, min_team, name="x8_team") -> None:
+    """``x8_team(n, values, min_team)``: the threads of the block that holds a float16 row of ``n``
+    values in 03.3's exercise 7, or 0 for a row that kernel does not take (the team kernel does). The
+    kernel is compiled for one row length, with no clamp and no test: ``TEAM`` threads of exactly
+    ``values`` values each (groups of eight halves), a whole number of warps, ``min_team`` to 1024 of
+    them. Checked for every length up to 1024 threads' worth and a little more; names a row that is
+    not ``TEAM x values`` long, a team that is not whole warps, below ``min_team`` or above 1024, and a
+    row refused that the kernel holds."""
+    require_callable(x8_team, "x8_team")
+    for n in range(1, 1024 * values + 64 * values + 1):
+        t = x8_team(n, values, min_team)
+        said = f"{name}({n}, {values}, {min_team}) = {t!r}"
+        if not isinstance(t, (int, np.integer)) or isinstance(t, bool):
+            raise CheckFailed(f"{name}: {said}, not a whole number of threads")
+        t, team = int(t), n // values
+        want = team if n % values == 0 and team % 32 == 0 and min_team <= team <= 1024 else 0
+        if t == want:
+            continue
+        if t and t * values != n:
+            what = ("the last values of a longer row are left out" if t * values < n else
+                    "it reads and writes past the end of a shorter row")
+            raise CheckFailed(f"{name}: {said}: {t} threads of {values} values hold {t * values}, not a row of {n}\n"
+                              "Hint: the kernel has no clamp and no test: each thread reads and writes exactly "
+                              f"{values} values, so {what}. "
+                              "Return 0 unless the row is exactly n // values threads of values each (the team "
+                              "kernel takes the rest).")
+        if t and t % 32:
+            raise CheckFailed(f"{name}: {said}: not a whole number of warps\nHint: the team's sums end with one value "
+                              "a warp in shared memory, and the shuffles before that take every lane of a warp "
+                              "(the full mask): the threads of a row must fill whole warps. Return 0 for such a row.")
+        if t > 1024:
+            raise CheckFailed(f"{name}: {said}: above 1024\nHint: the team is the block, and a block holds at most "
+                              "1024 threads. Return 0 for a longer row.")
+        if t and t < min_team:
+            raise CheckFailed(f"{name}: {said}: below {min_team} threads\nHint: this kernel is for long rows, "
+                              f"{min_team * values} values and more; shorter rows stay with the team kernel "
+                              f"(return 0), which holds them in blocks of more warps.")
+        if t == 0:
+            raise CheckFailed(f"{name}: {said}, but {want} threads of {values} values ({want // 32} warps) hold the "
+                              "row exactly\nHint: return n // values when it divides n, is a whole number of warps "
+                              f"and lies from {min_team} to 1024.")
+        raise CheckFailed(f"{name}: {said}, expected {want}")
+    progress.passed(name)
+    print(f"{name}: the right team for every row length checked from 1 to {n} ({values} values a thread, "
+          f"teams of {min_team} to 1024 threads)")
 
 
 def _erf(v):

@@ -10,10 +10,13 @@ For each row ``r`` of ``x`` (R x N, float32 or float16)::
 ``mean`` and ``rstd`` (float32) are saved for the backward pass, which needs them and would
 otherwise read x again. Statistics are accumulated in float32 whatever x's format.
 
-The package's kernel, :func:`launch_layernorm_gelu`, is the one 03.3's learner ends with (the same
-code: ``make_team_kernel``, ``gelu_fast``, ``make_team_sum``, ``make_team_row``, ``team_threads``): a
-team of threads sized to the row (a few lanes of a warp for short rows, a block for long ones), four
-values per access, two-pass statistics, gamma and beta loaded after them (see its section below).
+The package's kernel, :func:`launch_layernorm_gelu`, is the one 03.3's learner writes in exercise 6
+(the same code: ``make_team_kernel``, ``gelu_fast``, ``make_team_sum``, ``make_team_row``,
+``team_threads``): a team of threads sized to the row (a few lanes of a warp for short rows, a block
+for long ones), four values per access, two-pass statistics, gamma and beta loaded after them (see
+its section below). Exercise 7's kernel for float16 rows of 4096 and more (eight halves an access,
+32 values a thread: ``X8_VALUES``, ``X8_MIN_TEAM``) has no copy here: no later notebook or benchmark
+runs it (``scripts/probes/layernorm_f16_long_rows.py`` measured its equivalent, ``x8, 32/thread``).
 ``warp_row``, ``block_row`` and ``sum_over_warp`` are the notebook's scaffolding on the way there.
 
 The kernels of the probes (``scripts/probes/layernorm_variants.py``, ``scripts/gpu_module03_probe.py``)
@@ -42,15 +45,17 @@ from ..validate import KernelLabArgumentError
 from numba import cuda, float32, uint64  # noqa: E402  (kernel_lab chose GPU or simulator already)
 
 _GPU = dict(warp_values=32, block=256, block_small=128, block_values=32, warps_per_block=4, team_values=16,
-            row_limit=16384)
+            row_limit=16384, x8_values=32, x8_min_team=128)
 _S = _sizes(gpu=_GPU, sim=dict(warp_values=4, block=64, block_small=32, block_values=4, warps_per_block=2,
-                               team_values=4, row_limit=256))
+                               team_values=4, row_limit=256, x8_values=8, x8_min_team=32))
 GPU = SimpleNamespace(**_GPU)  # the GPU's sizes, for a check that runs the GPU's configuration in the simulator
 WARP_VALUES = _S.warp_values  # values per lane in the warp-per-row kernel: rows up to 32 * this
 BLOCK = _S.block  # threads of the block-per-row kernel (the default; block_threads() picks by row length)
 BLOCK_SMALL = _S.block_small
 BLOCK_VALUES = _S.block_values  # values per thread there: rows up to BLOCK * this
 WARPS_PER_BLOCK = _S.warps_per_block  # rows per block in the warp-per-row kernel
+X8_VALUES = _S.x8_values  # 03.3's exercise 7 (float16 rows, eight halves an access): values a thread
+X8_MIN_TEAM = _S.x8_min_team  # and its smallest team: rows from X8_VALUES * X8_MIN_TEAM (4096 on a GPU)
 EPS = 1e-5
 GELU_C = math.sqrt(2.0 / math.pi)
 FULL = 0xFFFFFFFF
