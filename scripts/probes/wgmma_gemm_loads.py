@@ -20,8 +20,12 @@ registers, blocks per SM, time and fraction of cuBLAS, so the reading rests on m
 Result (H200, 2026-11-29; cuBLAS 182.7 us, 752 TFLOP/s): package N=128 1.411 ms (0.13x cuBLAS), 164
 registers, 3 blocks an SM; loads first N=128 916.4 us (0.20x), 128 registers, 4 blocks; prefetch N=128
 527.3 us (0.35x), 168 registers, 3 blocks; package N=64 1.027 ms (0.18x), 122 registers, 4 blocks;
-loads first N=64 674.5 us (0.27x), 92 registers, 5 blocks; prefetch N=64 588.3 us (0.31x), 116
-registers, 4 blocks. No variant uses local memory. The reading holds: the loads, one global latency
+(The first run's "loads first N=64" and "prefetch N=64", 674.5 and 588.3 us, are void: fetch and
+place read the module's B_LOADS, which with_constants does not change in device functions, so they
+loaded 128 rows of B; they now take their counts from the local arrays' shapes. Measured again the
+same day, fixed: loads first N=64 682.6 us (0.26x), prefetch N=64 592.9 us (0.30x), beside package
+N=128 1.446 ms (0.12x), loads first N=128 941.5 us (0.19x), prefetch N=128 530.5 us (0.34x) and
+cuBLAS 180.4 us.) No variant uses local memory. The reading holds: the loads, one global latency
 after another, set the pace; with them in flight under the wgmmas the wider tile is the faster.
 """
 
@@ -66,11 +70,11 @@ make_desc, smem_start, store_fragment = wg.make_desc, wg.smem_start, wg.store_fr
 def fetch(a, b, row0, col0, w0, ra, rb):
     """Every 16-byte chunk this thread copies of a K-tile, into registers (ra, rb: local arrays)."""
     tid = cuda.threadIdx.x
-    for u in range(A_LOADS):
+    for u in range(ra.shape[0]):  # from the array: with_constants does not recompile device functions
         i = tid + 128 * u
         v0, v1, v2, v3 = load4(a, (row0 + i // 8, w0 + 4 * (i % 8)))
         ra[u, 0], ra[u, 1], ra[u, 2], ra[u, 3] = v0, v1, v2, v3
-    for u in range(B_LOADS):
+    for u in range(rb.shape[0]):
         i = tid + 128 * u
         v0, v1, v2, v3 = load4(b, (col0 + i // 8, w0 + 4 * (i % 8)))
         rb[u, 0], rb[u, 1], rb[u, 2], rb[u, 3] = v0, v1, v2, v3
@@ -80,11 +84,11 @@ def fetch(a, b, row0, col0, w0, ra, rb):
 def place(sa, sb, stage, ra, rb):
     """The registers of :func:`fetch` into the stage, in the 128-byte swizzle."""
     tid = cuda.threadIdx.x
-    for u in range(A_LOADS):
+    for u in range(ra.shape[0]):
         i = tid + 128 * u
         r, j = i // 8, i % 8
         store4(sa, (stage, r, 4 * (j ^ (r % 8))), ra[u, 0], ra[u, 1], ra[u, 2], ra[u, 3])
-    for u in range(B_LOADS):
+    for u in range(rb.shape[0]):
         i = tid + 128 * u
         r, j = i // 8, i % 8
         store4(sb, (stage, r, 4 * (j ^ (r % 8))), rb[u, 0], rb[u, 1], rb[u, 2], rb[u, 3])
