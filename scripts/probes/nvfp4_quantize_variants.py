@@ -88,8 +88,10 @@ left-shifted float bits and no ``(a + M) - M``, and ``--sass`` now counts the ro
 every variant's hot path and fails unless each value has one (it reports 12 of 16 for the first
 version).
 
-Result: the first version's GPU run (above) was wrong; the present one is not yet measured on a GPU
-(written 2026-11-29 from the offline counts above, the checks of ``--sim`` and ``--model``).
+Result: the first version's GPU run (above) was wrong. The present one (H200, 2026-11-29): every
+variant bit-exact with the package in all checks and on 2^26 activations; package 99.6 us, 71.8% of
+the copy roofline; lean 75.9 us, 94.3% (1.31x the package); lean x2 94.1%; lean x1 at 128 threads
+94.6%.
 """
 
 from __future__ import annotations
