@@ -381,6 +381,23 @@ def tiny_tensor(rng, top: int) -> np.ndarray:
     return x[:-5]
 
 
+def saturating_blocks(rng) -> np.ndarray:
+    """NVFP4 blocks whose largest quotient x / denom lies between 6.5 and 9, so that its E2M1 code
+    saturates at 6 (code 7): with the tensor's amax 2688 (tensor scale 1), a block of amax 6 (c + f) 2^-9
+    gets the subnormal E4M3 scale c 2^-9 (f < 0.5 rounds down), and its largest quotient is
+    6 (1 + f / c). Nearest E4M3 scales of normal blocks leave every quotient below 6.375, so random
+    data has such blocks only where a scale is subnormal. A fast path that assumes no quotient
+    reaches 7 must leave these blocks to the general code."""
+    cf = [(1, 0.1), (1, 0.2), (1, 0.3), (1, 0.45), (2, 0.2), (2, 0.35), (2, 0.45), (3, 0.3), (3, 0.45), (4, 0.45)]
+    blocks = (rng.uniform(-1, 1, (len(cf) + 1, MX.NVFP4_BLOCK)) * 2.0 ** -9).astype(np.float32)
+    blocks[0, 0] = 2688.0  # the tensor's amax: tensor scale 1
+    for k, (c, f) in enumerate(cf, start=1):
+        top = np.float32(6 * (c + f) * 2.0 ** -9)
+        blocks[k] *= np.float32(6 * c * 2.0 ** -9) / np.max(np.abs(blocks[k]))  # the rest below c 2^-9 6
+        blocks[k, k % MX.NVFP4_BLOCK] = top if k % 2 else -top  # the largest, either sign
+    return blocks.ravel()
+
+
 def _block_failure(kind, x, got_codes, got_scales, want_codes, want_scales, elem, name, seed, block) -> str | None:
     n = x.size
     packed = elem.name == "E2M1"
@@ -549,11 +566,13 @@ def check_nvfp4_quantize(launch, *, name="NVFP4 quantize", seed=None) -> None:
     cases = block_inputs(MX.NVFP4_BLOCK, rng, _large((1 << 22) + 37, (1 << 12) + 37))
     cases += [("reciprocal ties", reciprocal_ties()), ("tiny tensor", tiny_tensor(rng, -110)),
               ("tinier tensor", tiny_tensor(rng, -118))]
-    # One more case, not counted in the line a correct kernel prints: a tensor of zeros (and -0), whose
-    # amax is 0, so its tensor scale amax / 2688 must be replaced by 1 (else 0 / 0 = NaN for every scale).
+    # Two more cases, not counted in the line a correct kernel prints: a tensor of zeros (and -0), whose
+    # amax is 0, so its tensor scale amax / 2688 must be replaced by 1 (else 0 / 0 = NaN for every scale);
+    # and blocks whose largest quotients saturate (saturating_blocks), which random data meets only now
+    # and then.
     zeros = np.zeros(MX.NVFP4_BLOCK + 5, np.float32)
     zeros[[1, 6, MX.NVFP4_BLOCK + 2]] = -0.0
-    for label, x in cases + [("all zeros", zeros)]:
+    for label, x in cases + [("all zeros", zeros), ("saturating blocks", saturating_blocks(rng))]:
         want_p, want_s, amax = MX.nvfp4_quantize(x)
         got_p, got_s = _run(launch, [_poison_u8(want_p.size), _poison_u8(want_s.size)],
                             [x, np.array([amax], np.float32)], name)

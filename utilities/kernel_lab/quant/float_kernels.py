@@ -593,6 +593,42 @@ def nvfp4_quantize_blocks(x, packed, packed32, scales, amax):
     scales[b] = uint8(code)
 
 
+@cuda.jit(device=True, forceinline=True)
+def nvfp4_quantize_block(v, b, n, m, ts, packed, packed32, scales):
+    """Block ``b`` of NVFP4 (its 16 values in the local array ``v``, zeros past ``n``; ``m`` their amax,
+    ``ts`` the tensor scale): its scale and codes by the lines of :func:`nvfp4_quantize_blocks`, written
+    to ``packed32`` (a whole block) or ``packed`` (the last, partial one) and ``scales``. 05.4's lean
+    kernel (exercise 6) calls it for every block its fast path does not take: a partial block, a
+    tensor or block far below float32's range, and a block whose largest quotient may saturate."""
+    if float32(2.0 ** -125) <= ts <= float32(2.0 ** 125) and m >= float32(2.0 ** -100):  # all normal
+        code = e4m3_magnitude_code(divide(divide(m, float32(6), float32(1 / 6)), ts, float32(1) / ts))
+    else:
+        code = e4m3_magnitude_code((m / float32(6)) / ts)
+    denom = e4m3_magnitude_value(code) * ts
+    c = cuda.local.array(16, int32)
+    if float32(2.0 ** -125) <= denom <= float32(2.0 ** 125):  # 1 / denom normal: one division for 16
+        r = float32(1) / denom
+        for i in range(16):
+            c[i] = e2m1_code(divide(v[i], denom, r))
+    else:
+        for i in range(16):
+            if denom > 0:
+                c[i] = e2m1_code(v[i] / denom)
+            else:  # a block far below the tensor's scale: zeros, signs kept
+                c[i] = int32(int32(float_bits(v[i]) >> 28) & int32(8))
+    if 16 * b + 16 <= n:  # two words of eight codes
+        for h in range(2):
+            w = uint32(0)
+            for i in range(8):
+                w |= uint32(c[8 * h + i]) << uint32(4 * i)
+            packed32[2 * b + h] = w
+    else:
+        for j in range(8):
+            if 16 * b + 2 * j < n:
+                packed[8 * b + j] = uint8(c[2 * j] | (c[2 * j + 1] << 4))
+    scales[b] = uint8(code)
+
+
 def _check_nvfp4_arrays(packed, scales, x, amax):
     """The launcher's promise, checked before anything runs: a clear message instead of a kernel that
     reads or writes past an array (or a 16-byte load at a misaligned address, on a GPU)."""
