@@ -13,6 +13,11 @@ text, stable ids, no dates, so rerunning leaves the files unchanged. Each functi
                           each element, from wgmma_layout.fragment_coordinates), a K-major fp16 tile
                           without swizzle in core matrices (TileLayout's byte offsets, LBO and SBO),
                           and the 128-byte swizzle of a 64-wide K-tile's rows (08.3)
+- hopper-ws-gemm.svg      the warp-specialised persistent GEMM: a producer warpgroup whose one thread
+                          issues the TMA loads into a ring of stages, two consumer warpgroups that
+                          multiply their halves of a 128 x N tile and release each stage, and the
+                          count q that runs on across a block's tiles, with each load's stage and
+                          parities (08.4)
 
 The rounds, stages and parities are computed with the same formulas as the notebook's ring kernel:
 stage q % STAGES, parity (q // STAGES) & 1 for the consumers, the other one for the producer.
@@ -219,6 +224,45 @@ def wgmma_tiles(path):
     _save(fig, path)
 
 
+def ws_gemm(path, stages=4, ktiles=5):
+    """08.4: who does what in a block of the warp-specialised GEMM, and the load count q across tiles."""
+    fig, ax = plt.subplots(figsize=(10.8, 6.4))
+    ax.set_xlim(-0.2, 10.8)
+    ax.set_ylim(-1.5, 6.0)
+    ax.axis("off")
+    ax.text(0, 5.75, "one block an SM, 384 threads: warpgroup 0 produces, warpgroups 1 and 2 consume; the block "
+            "walks output tiles b, b + grid, ...", fontsize=8.5, va="center")
+    _box(ax, 0.0, 3.9, 2.3, 1.45, "#f1f1f1", "warpgroup 0: producer\nsetmaxnreg_dec(40)\none thread issues,\n"
+         "for each K-tile: wait empty,\nexpect-tx, 2 TMA loads", fontsize=7.3)
+    colors = [STAGE_COLORS[s % len(STAGE_COLORS)] for s in range(stages)]
+    colors[3 % stages] = "#cdb4db"
+    for s in range(stages):
+        x = 2.9 + 1.45 * s
+        _box(ax, x, 4.55, 1.3, 0.8, colors[s], f"stage {s}\nA 128 x 64\nB N x 64", fontsize=7)
+        _box(ax, x, 4.05, 0.62, 0.38, "white", f"full[{s}]", fontsize=6.3, family=MONO)
+        _box(ax, x + 0.68, 4.05, 0.62, 0.38, "white", f"empty[{s}]", fontsize=6.3, family=MONO)
+    _arrow(ax, 2.3, 4.95, 2.85, 4.95, color=DARK, text="TMA")
+    for k, (y, rows) in enumerate(((2.5, "0 .. 63"), (1.2, "64 .. 127"))):
+        _box(ax, 2.9, y, 3.4, 1.0, "#f1f1f1", f"warpgroup {k + 1}: consumer, half = {k}\nsetmaxnreg_inc(232); "
+             f"rows {rows} of A's box\nwait full, 4 wgmmas, wait_group(1),\nrelease the stage before (8 warps arrive)",
+             fontsize=7)
+        _arrow(ax, 6.3, y + 0.5, 7.3, y + 0.5, color=DARK, text="store_fragment")
+    _arrow(ax, 4.6, 4.0, 4.6, 3.55, color=DARK)
+    _box(ax, 7.35, 1.2, 3.2, 2.3, "white", "C: the block's 128 x N tile\n(rows 0-63: warpgroup 1,\n"
+         "rows 64-127: warpgroup 2)\nthen the next tile, while the\nproducer already loads it", fontsize=7.3)
+    ax.text(0, 0.75, f"the count q runs on across the block's tiles (here {ktiles} K-tiles a tile, STAGES = "
+            f"{stages}): stage q % STAGES, phase q // STAGES", fontsize=8.5, va="center")
+    for q in range(3 * ktiles):
+        tile, kt = divmod(q, ktiles)
+        s, parity = q % stages, (q // stages) & 1
+        x, y = 0.05 + 0.7 * q, -0.35
+        _box(ax, x, y, 0.62, 0.8, colors[s], f"q={q}\nt{tile} k{kt}\ns{s} p{parity}", fontsize=6.1, family=MONO)
+    ax.text(0, -0.95, "t: the block's tile, k: its K-tile, s: the stage, p: the parity a consumer waits on full[s] "
+            "((q // STAGES) & 1);\nthe producer waits on empty[s] with the other parity, one phase behind (a "
+            "fresh barrier passes it at once).", fontsize=7.5, va="center")
+    _save(fig, path)
+
+
 if __name__ == "__main__":
     stage_ring(HERE / "hopper-stage-ring.svg")
     print("wrote", HERE / "hopper-stage-ring.svg")
@@ -226,3 +270,5 @@ if __name__ == "__main__":
     print("wrote", HERE / "hopper-tma-box.svg")
     wgmma_tiles(HERE / "hopper-wgmma-tiles.svg")
     print("wrote", HERE / "hopper-wgmma-tiles.svg")
+    ws_gemm(HERE / "hopper-ws-gemm.svg")
+    print("wrote", HERE / "hopper-ws-gemm.svg")

@@ -343,12 +343,35 @@ def _make_mma(kind):
             op = _Op(kind, n, desc_a, desc_b, acc, int(scale_d), out, site)
             op.a_seen = _gather(thread, block, desc_a, 64, kind, f"{name} (A)")
             op.b_seen = _gather(thread, block, desc_b, n, kind, f"{name} (B)")
+            _check_landed(thread, runner, block, desc_a, 64, kind, "A")
+            _check_landed(thread, runner, block, desc_b, n, kind, "B")
             out._op = op
             state.uncommitted.append(op)
             state.issued += 1
         return out
 
     return mma
+
+
+def _check_landed(thread, runner, block, desc, rows, kind, which):
+    """Stop a wgmma that reads shared bytes a bulk or tensor copy has not delivered yet (its barrier's
+    phase was not waited for: a wait on the wrong parity, no wait, or an expect-tx too small)."""
+    state = _acs._current_state(runner)
+    copies = list(state.copies) if state is not None else []
+    if not copies:
+        return
+    base, addr = block.index_cache[(int(desc), rows, kind)]
+    start = _acs._host_range(base)[0]
+    lo, hi = start + int(addr.min()), start + int(addr.max())
+    for copy in copies:
+        pending = copy.pending_addresses()
+        if not pending.size or pending.max() < lo or pending.min() > hi:
+            continue
+        if np.isin(start + addr.reshape(-1), pending).any():
+            _fail(thread, f"the wgmma reads {which}'s tile while {copy.describe()} (issued at {copy.site}) is still "
+                          "landing in it: the tensor cores would read bytes that have not arrived. Wait on the "
+                          "stage's full barrier for the phase that load completes (parity (q // STAGES) & 1 for "
+                          "the stage's q-th use) before the wgmma, with expect-tx = all the stage's bytes.")
 
 
 def _complete(thread, block, op):

@@ -18,4 +18,11 @@ step and the store of its accumulator fragment, a block's K loop over two swizzl
 group in flight), ``load_stage`` (the threads' 16-byte copies into the 128-byte swizzle), sizes and
 launchers. The intrinsics are ``device.wgmma`` (layouts in ``device.wgmma_layout``), modelled by
 ``device.wgmma_sim``.
+
+``ws_gemm`` (08.4): the warp-specialised, persistent fp16 GEMM: the package's copies of the learner's
+producer (one thread of warpgroup 0 issues each K-tile's two TMA loads into a ring of stages, on
+``full`` and ``empty`` mbarriers) and consumer (warpgroups 1 and 2 each multiply 64 rows of a 128 x N
+tile with wgmma and release each stage once its group is done), the helpers they call (``ring_slot``,
+``mma_ktile``, ``release``), the kernel around them (``make_ws_gemm``), the tensor maps, sizes and the
+launcher.
 """

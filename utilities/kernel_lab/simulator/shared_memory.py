@@ -170,7 +170,11 @@ def shared_array(runner, shape, dtype):
             isinstance(shape, tuple) and len(shape) == 1 and shape[0] == 0)  # (0,) as numba-cuda takes it
         if dynamic:
             if runner.dynshared is None:
-                runner.dynshared = np.zeros(runner.dynshared_size, dtype=np.byte)
+                # 1024-byte aligned on the host, as the models take alignment from host addresses
+                # (tma's tile_start) and from the array's start (wgmma's descriptors): both agree
+                buffer = np.zeros(runner.dynshared_size + 1024, dtype=np.byte)
+                skip = -buffer.ctypes.data % 1024
+                runner.dynshared = buffer[skip:skip + runner.dynshared_size]
             count = runner.dynshared_size // dtype.itemsize
             data = np.frombuffer(runner.dynshared.data, dtype=dtype, count=count)
         else:
