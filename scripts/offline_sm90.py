@@ -1,7 +1,7 @@
 """What the Hopper scripts share for their offline check: assemble PTX for sm_90a with ptxas, show that a
 compile for sm_80 is refused with kernel_lab's message, and the ``--offline`` / ``--gpu`` command line.
 
-Imported by ``hopper_async_copy.py``, ``hopper_tma.py`` and ``hopper_wgmma.py`` (this folder is on
+Imported by ``hopper_async_copy.py``, ``hopper_tma.py``, ``hopper_wgmma.py`` and ``hopper_ws_gemm.py`` (this folder is on
 their ``sys.path`` when run as scripts, and the tests put it there). Not a script to run itself.
 Every line these helpers print starts with the kernel's name, so that the tests can look for
 ``<name>: ptxas -arch=sm_90a: ok`` and ``<name>: sm_80 refused (KernelLabArgumentError): ...``.
@@ -47,7 +47,7 @@ def assemble(name: str, ptx: str, prefix: str = "") -> bool:
             print(f"{prefix}{name}: ptxas -arch=sm_90a: FAILED:\n{run.stderr}")
             return False
         lines = run.stderr.splitlines()
-        usage = [ln.split("info    : ")[-1] for ln in lines if "Used" in ln]
+        usage = [ln.split("info    : ")[-1].strip() for ln in lines if "Used" in ln or "spill" in ln]
         # a serialised wgmma (C7520) or an ignored setmaxnreg (C7508) is worth seeing
         warn = [ln.split("info    : ")[-1].split(" in the function")[0] for ln in lines
                 if "warning" in ln.lower() or "Performance Loss" in ln]
