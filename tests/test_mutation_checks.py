@@ -68,6 +68,7 @@ NB076 = "solutions/07-fp64-emulation/07.6-beyond.ipynb"
 NB081 = "solutions/08-hopper-async/08.1-bulk-copies-and-mbarriers.ipynb"
 NB082 = "solutions/08-hopper-async/08.2-tensor-copies-tma.ipynb"
 NB083 = "solutions/08-hopper-async/08.3-wgmma.ipynb"
+NB084 = "solutions/08-hopper-async/08.4-warp-specialised-gemm.ipynb"
 NB091 = "solutions/09-multi-gpu/09.1-two-gpus-one-process.ipynb"
 NB092 = "solutions/09-multi-gpu/09.2-all-reduce-as-kernels.ipynb"
 
@@ -213,6 +214,11 @@ PROGRAMS = {
     "wgmma GEMM": (NB083, ["setup:defs", "descriptors:defs", "wgmma-step:defs", "wgmma-gemm", "wgmma-gemm-check"]),
     "wgmma GEMM, prefetch": (NB083, ["setup:defs", "descriptors:defs", "wgmma-step:defs", "wgmma-prefetch",
                                      "wgmma-prefetch-check"]),
+    # 08.4: the warp-specialised GEMM's stage protocol, run against the simulator's models of the barriers,
+    # the copy engine and wgmma; a mutant that hangs is stopped by the scheduler's poll-stall report (every
+    # thread waits on a barrier no one can complete) or by checks.hopper_ws_gemm.SMALL_S
+    "producer": (NB084, ["setup:defs", "producer", "producer-check"]),
+    "consumer": (NB084, ["setup:defs", "producer:defs", "consumer", "consumer-check"]),
     # 09.1: the peer-read kernels, both "GPUs" as two buffers of one device (a grid of 2 x 32 threads)
     "peer read, one float": (NB091, ["setup:defs", "peer-read-scalar", "peer-read-scalar-check"]),
     "peer read": (NB091, ["setup:defs", "peer-read", "peer-read-check"]),
@@ -1328,6 +1334,21 @@ MUTANTS = [
       "            fence_proxy_async_shared()\n    wgmma_wait_group(0)", "no barrier between place and the next wgmmas"),
     M("wgmma GEMM, prefetch", "wgmma-prefetch", "    place(sa, sb, 0, ra, rb)\n", "",
       "K-tile 0 fetched but never placed"),
+    # ---- 08.4 exercise 1: the producer
+    M("producer", "producer", "mbarrier_wait_parity(empty, s, parity ^ 1)", "mbarrier_wait_parity(empty, s, parity)",
+      "the producer's wait on empty not one phase behind"),
+    M("producer", "producer", "mbarrier_arrive_expect_tx(full, s, STAGE_BYTES)",
+      "mbarrier_arrive_expect_tx(full, s, STAGE_BYTES // 2)", "expect-tx of half the stage's bytes"),
+    # ---- 08.4 exercise 2: a consumer
+    M("consumer", "consumer", "mbarrier_wait_parity(full, s, parity)", "mbarrier_wait_parity(full, s, parity ^ 1)",
+      "the consumers wait on the other parity"),
+    M("consumer", "consumer", "            if kt > 0:\n                release(empty, (q - 1) % STAGES)", "            pass",
+      "a consumer that never arrives on empty in the K loop"),
+    M("consumer", "consumer",
+      "            wgmma_wait_group(1)  # the group of K-tile q - 1 has completed ...\n"
+      "            if kt > 0:\n                release(empty, (q - 1) % STAGES)",
+      "            release(empty, s)\n            wgmma_wait_group(1)",
+      "the stage released before its wgmma group completed"),
     # ---- 09.1 exercise 1: a grid-stride read, one float a load
     M("peer read, one float", "peer-read-scalar", "i = cuda.grid(1)", "i = cuda.threadIdx.x",
       "start without the block offset"),
