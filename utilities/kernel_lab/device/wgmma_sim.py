@@ -21,6 +21,9 @@
   ``mma_async`` before any ``wgmma_fence()`` of the thread, or on accumulators written by other code
   with no fence since the last wait; an accumulator read before the wait that covers it (or never
   committed); a kernel that ends with ``mma_async`` groups never waited on (or never committed); a
+  ``mma_async`` that reads shared bytes a bulk or tensor copy has not delivered yet (a wait on the
+  wrong parity, or none, before the wgmma: checked at issue against the copies in flight of
+  :mod:`kernel_lab.device.async_copy_sim`); a
   descriptor whose swizzled tile does not start at its pattern's boundary (1024, 512 or 256 bytes
   for 128-, 64- and 32-byte swizzle), whose base offset is not 0, or whose K-step crosses a
   swizzled row; a tile read past the end of its array; a block without the whole warpgroup, and a
