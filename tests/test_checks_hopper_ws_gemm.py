@@ -48,7 +48,9 @@ def test_the_package_copies_pass(bounded, capsys):
 def test_expect_tx_too_small_is_named(bounded):
     produce = edited(ws.produce, "mbarrier_arrive_expect_tx(full, s, STAGE_BYTES)",
                      "mbarrier_arrive_expect_tx(full, s, STAGE_BYTES // 2)")
-    with pytest.raises(CheckFailed, match="announced fewer bytes than its tensor copies deliver"):
+    # the phase completes with a box in flight: the copy model names it at a consumer's wait, or (about one
+    # run in six, when another consumer passed its wait first) the wgmma model at the read of that box
+    with pytest.raises(CheckFailed, match="announced fewer bytes than its tensor copies deliver|is still landing in it"):
         checks.check_producer(produce)
 
 

@@ -60,8 +60,9 @@ def _candidates(a, b):
     upper = a.copy()
     for r0 in range(0, m, ws.BM):
         upper[r0 + 64:r0 + ws.BM] = a[r0:r0 + 64]
-    return [("each tile's lower 64 rows equal to its upper 64 rows' product: both consumers read the same "
-             "rows of A's box (consumer `half` multiplies rows 64 half .. 64 half + 63)", upper @ b)]
+    text = ("each tile's lower 64 rows equal to its upper 64 rows' product: both consumers read the same rows of "
+            "A's box (consumer `half` multiplies rows 64 half .. 64 half + 63)")
+    return [(text, upper @ b)]
 
 
 def _cases():

@@ -54,7 +54,11 @@ from ..device.mbarrier import (
     mbarrier_wait_parity,
 )
 from ..device.tensor_map import TensorMap2D
-from ..device.tma import cp_async_bulk_tensor_2d_load, fence_proxy_tensormap_acquire, tile_start
+from ..device.tma import (
+    cp_async_bulk_tensor_2d_load,
+    fence_proxy_tensormap_acquire,
+    tile_start,
+)
 from ..device.wgmma import (
     setmaxnreg_dec,
     setmaxnreg_inc,
@@ -82,8 +86,8 @@ __all__ = [
     "STAGE_ELEMS",
     "SWIZZLE",
     "THREADS",
-    "consume",
     "constants",
+    "consume",
     "gemm_inputs",
     "grid_blocks",
     "launch_ws_gemm",
