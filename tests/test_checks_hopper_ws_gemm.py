@@ -66,6 +66,15 @@ def test_stage_released_before_its_group_completed_is_named(bounded):
         checks.check_consumer(consume)
 
 
+@simulator_only
+def test_consumers_waiting_on_the_other_parity_is_caught(bounded):
+    # the wait passes at once: the wgmma reads the stage while its load lands (named at issue), or before the
+    # producer issued it (named at the wait, when the load has changed the tile under the wgmma)
+    consume = edited(ws.consume, "mbarrier_wait_parity(full, s, parity)", "mbarrier_wait_parity(full, s, parity ^ 1)")
+    with pytest.raises(CheckFailed, match="is still landing in it|was written while the wgmma was in flight"):
+        checks.check_consumer(consume)
+
+
 def test_ptx_assembles_for_sm90a_without_spills(offline_script):
     out = offline_script("hopper_ws_gemm.py")
     assert "ws_gemm: ptxas -arch=sm_90a: ok" in out, out
